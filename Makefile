@@ -1,0 +1,96 @@
+# sluice: one GNU Makefile. `make test` and `make demo` do all the set-up.
+
+PREFIX  ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= /etc/systemd/system
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+           -Wformat=2 -Wno-format-nonliteral -Werror
+CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
+ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(CPPFLAGS)
+PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+B       := build
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Everything but the two programs' main files goes into one archive that the
+# programs and the unit tests link against.
+MAINS   := gateway/sluiced.c gateway/sluice.c
+LIBSRC  := $(filter-out $(MAINS),$(wildcard gateway/*.c nfq/*.c dns/*.c store/*.c))
+LIBOBJ  := $(LIBSRC:%.c=$(B)/%.o)
+UNITSRC := $(wildcard tests/unit/test_*.c)
+UNITBIN := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
+
+all: $(B)/sluiced $(B)/sluice
+
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/libsluice.a: $(LIBOBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/sluiced: $(B)/gateway/sluiced.o $(B)/libsluice.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/sluice: $(B)/gateway/sluice.o $(B)/libsluice.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/libsluice.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libsluice.a $(LIBS) -lcmocka
+
+# Installs the Debian packages the build, the tests and the demo need;
+# does nothing when all are present.
+deps:
+	$(Q)sh deploy/install-deps.sh
+
+unit: $(UNITBIN)
+	$(Q)sh tests/run-unit.sh $(UNITBIN)
+
+scenarios: all
+	$(Q)sh tests/run-scenarios.sh
+
+# The README's test command: set-up, build, unit tests, scenarios.
+test: deps
+	$(Q)$(MAKE) --no-print-directory all $(UNITBIN)
+	$(Q)sh tests/run-unit.sh $(UNITBIN)
+	$(Q)sh tests/run-scenarios.sh
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)sh tests/demo.sh
+
+# ASan + UBSan build of the unit tests.
+asan:
+	$(Q)$(MAKE) --no-print-directory B=build-asan \
+	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	    LDFLAGS="-fsanitize=address,undefined" unit
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
+	install -m 0755 $(B)/sluiced $(DESTDIR)$(SBINDIR)/sluiced
+	install -m 0755 $(B)/sluice $(DESTDIR)$(BINDIR)/sluice
+	install -m 0644 deploy/man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 deploy/man/*.5 $(DESTDIR)$(MANDIR)/man5/
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all deps unit scenarios test demo asan install clean
+
+-include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d

@@ -1,0 +1,75 @@
+/* policy.h: a sandbox's allowlist, parsed from strict JSON, and matching against it. */
+#ifndef SLUICE_POLICY_H
+#define SLUICE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POLICY_MAX_BYTES	(1024 * 1024)	/* a larger policy file is an error */
+#define POLICY_MAX_ENTRIES	100000		/* per list */
+#define POLICY_ENTRY_MAX	300		/* longest entry text kept, NUL included */
+
+enum policy_mode {
+	POLICY_ENFORCE = 0,
+	POLICY_AUDIT,
+};
+
+/* One "sluice.allowedCidrs" entry: TCP to addr/prefix on ports lo..hi. */
+struct policy_cidr {
+	uint32_t	addr;		/* network byte order, host bits zero */
+	uint32_t	mask;		/* network byte order */
+	uint16_t	port_lo;	/* host order; 1..65535 when written, */
+	uint16_t	port_hi;	/* 0..65535 for "any port" */
+	char		text[POLICY_ENTRY_MAX];	/* the entry as written */
+};
+
+/* One "network.allowedDomains" / "deniedDomains" entry. */
+struct policy_domain {
+	char		name[256];	/* lower case, no trailing dot, no "*." */
+	bool		wildcard;	/* "*.name": every subdomain, not name */
+	bool		any;		/* bare "*" (deniedDomains only) */
+	uint16_t	port;		/* 0: none given */
+	char		text[POLICY_ENTRY_MAX];
+};
+
+struct policy {
+	enum policy_mode	 mode;
+	struct policy_cidr	*cidrs;
+	size_t			 ncidrs;
+	struct policy_domain	*allowed;
+	size_t			 nallowed;
+	struct policy_domain	*denied;
+	size_t			 ndenied;
+	char			 sha256[65];	/* hex digest of text */
+	char			*text;		/* the JSON as given, NUL-terminated */
+	size_t			 textlen;
+};
+
+/*
+ * Parses a policy document. On success returns a new policy the caller
+ * frees with policy_free(). On failure returns NULL and writes
+ * "origin:line:col: message" into err (origin names the source, e.g. the
+ * file name). Strict: unknown keys, duplicate keys, wrong types and bad
+ * entries are errors; the position is that of the offending key or value.
+ */
+struct policy *policy_parse(const char *text, size_t len, const char *origin,
+    char *err, size_t errlen);
+
+/* Reads and parses a file; as policy_parse(), with origin = path. */
+struct policy *policy_load(const char *path, char *err, size_t errlen);
+
+/* NULL-safe. */
+void policy_free(struct policy *p);
+
+/*
+ * First allowedCidrs entry covering TCP to daddr (network order) port dport
+ * (host order), or NULL. *addr_matched (may be NULL) tells whether some
+ * entry covered the address but not the port.
+ */
+const struct policy_cidr *policy_match_cidr(const struct policy *p,
+    uint32_t daddr, uint16_t dport, bool *addr_matched);
+
+const char *policy_mode_name(enum policy_mode mode);
+
+#endif

@@ -1,0 +1,84 @@
+/* store.h: the audit log in SQLite, written by one thread in batches. */
+#ifndef SLUICE_STORE_H
+#define SLUICE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION	1
+#define STORE_QUEUE_DEFAULT	65536	/* records waiting for the writer */
+#define STORE_BATCH_DEFAULT	512	/* records per transaction at most */
+#define STORE_FLUSH_MS_DEFAULT	50	/* a partial batch waits this long at most */
+
+struct store;
+
+/* One attempted connection. Strings are copied into the queue. */
+struct store_flow {
+	int64_t		ts_us;		/* wall clock, unix microseconds */
+	char		sandbox[64];	/* "" if the ingress was no sandbox's */
+	const char	*proto;		/* static: "tcp", "udp", "icmp", ... */
+	char		src_ip[46];
+	int		src_port;	/* -1: none (icmp) */
+	char		dst_ip[46];
+	int		dst_port;	/* -1: none */
+	const char	*verdict;	/* static: "allow", "deny", "audit" */
+	const char	*reason;	/* static, from the fixed vocabulary */
+	char		rule[300];	/* the policy entry that matched, or "" */
+	char		policy_sha256[65];	/* "" if no policy applied */
+};
+
+struct store_stats {
+	uint64_t	queued;		/* accepted by store_put_* */
+	uint64_t	written;	/* committed to the database */
+	uint64_t	rejected;	/* refused by store_put_* (queue full) */
+	uint64_t	write_errors;	/* failed transactions (retried) */
+	uint64_t	batches;
+	size_t		depth;		/* records waiting now */
+};
+
+struct store_opts {
+	size_t		queue_cap;	/* 0: STORE_QUEUE_DEFAULT */
+	size_t		batch_max;	/* 0: STORE_BATCH_DEFAULT */
+	unsigned	flush_ms;	/* 0: STORE_FLUSH_MS_DEFAULT */
+};
+
+/*
+ * Opens (creating if needed, with its parent directory) the database at
+ * path, sets WAL mode, creates or migrates the schema, and starts the
+ * writer thread. opts may be NULL. Returns NULL on failure with a message
+ * in err.
+ */
+struct store *store_open(const char *path, const struct store_opts *opts,
+    char *err, size_t errlen);
+
+/*
+ * Queue a record for the writer. Never blocks on the disk: the only wait
+ * is a short mutex hold. Return 0, or -1 with errno = ENOBUFS when the
+ * queue is full (the caller must then fail closed) or ENOMEM.
+ */
+int store_put_flow(struct store *s, const struct store_flow *f);
+
+/* A sandbox was created (event "add") or deleted ("del"). */
+int store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
+    const char *event, const char *ifname, const char *addr);
+
+/* A sandbox got a policy version; text is copied. */
+int store_put_policy(struct store *s, int64_t ts_us, const char *sandbox,
+    const char *sha256, const char *text);
+
+/* true while the queue has room for n more records. */
+bool store_has_room(struct store *s, size_t n);
+
+void store_stats(struct store *s, struct store_stats *out);
+
+/* Waits until everything queued so far is committed (or timeout_ms). */
+int store_flush(struct store *s, unsigned timeout_ms);
+
+/* Flushes what it can, stops the writer, closes. NULL-safe. */
+void store_close(struct store *s);
+
+/* Wall clock in unix microseconds, for records. */
+int64_t store_now_us(void);
+
+#endif

@@ -1,0 +1,269 @@
+/* config.c: sluiced's flags, and the JSON config file that can set each. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "gateway/ctl.h"
+#include "gateway/gw.h"
+
+enum {
+	OPT_CONTROL = 256, OPT_DB, OPT_STATE_DIR, OPT_NETNS, OPT_POOL,
+	OPT_UPLINK_NETNS, OPT_UPLINK_ADDR, OPT_UPLINK_PEER_ADDR,
+	OPT_DNS_UPSTREAM, OPT_QUEUE_NUM, OPT_QUEUE_MAXLEN, OPT_TEARDOWN,
+	OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ "control",		required_argument, NULL, OPT_CONTROL },
+	{ "db",			required_argument, NULL, OPT_DB },
+	{ "state-dir",		required_argument, NULL, OPT_STATE_DIR },
+	{ "netns",		required_argument, NULL, OPT_NETNS },
+	{ "pool",		required_argument, NULL, OPT_POOL },
+	{ "uplink-netns",	required_argument, NULL, OPT_UPLINK_NETNS },
+	{ "uplink-addr",	required_argument, NULL, OPT_UPLINK_ADDR },
+	{ "uplink-peer-addr",	required_argument, NULL, OPT_UPLINK_PEER_ADDR },
+	{ "dns-upstream",	required_argument, NULL, OPT_DNS_UPSTREAM },
+	{ "queue-num",		required_argument, NULL, OPT_QUEUE_NUM },
+	{ "queue-maxlen",	required_argument, NULL, OPT_QUEUE_MAXLEN },
+	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
+	{ "help",		no_argument,	   NULL, OPT_HELP },
+	{ "version",		no_argument,	   NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 }
+};
+
+static const char usage_text[] =
+"usage: sluiced [-fv] [-c FILE] [--control SOCK] [--db FILE] [--state-dir DIR]\n"
+"               [--netns NAME] [--pool CIDR] [--uplink-netns NAME\n"
+"               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
+"               [--queue-num N] [--queue-maxlen N] [--teardown]\n"
+"\n"
+"  -f                 stay in the foreground, log to stderr\n"
+"  -v                 verbose (debug) logging\n"
+"  -c FILE            JSON config; keys are the long flag names (\"db\", ...)\n"
+"  --control SOCK     control socket (default " CTL_SOCKET_DEFAULT ")\n"
+"  --db FILE          flow log database (default /var/lib/sluice/flows.db)\n"
+"  --state-dir DIR    sandbox state kept across restarts (default /var/lib/sluice)\n"
+"  --netns NAME       the gateway network namespace (default sluice)\n"
+"  --pool CIDR        sandbox addresses, one /30 each (default 10.213.0.0/16)\n"
+"  --uplink-netns NAME, --uplink-addr CIDR, --uplink-peer-addr CIDR\n"
+"                     uplink as a veth into an existing namespace\n"
+"  --dns-upstream IP  upstream resolver (repeatable)\n"
+"  --queue-num N      NFQUEUE number in the gateway namespace (default 0)\n"
+"  --queue-maxlen N   packets the kernel holds for sluiced (default 4096)\n"
+"  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
+
+static int
+parse_uint(const char *what, const char *s, unsigned long max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v > max ||
+	    s[0] == '-' || s[0] == '+') {
+		fprintf(stderr, "sluiced: %s: \"%s\" is not a number in 0..%lu\n",
+		    what, s, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* Sets one option by its long name; used for flags and config keys alike. */
+static int
+set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
+{
+	switch (opt) {
+	case OPT_CONTROL:	cfg->control = val; break;
+	case OPT_DB:		cfg->db = val; break;
+	case OPT_STATE_DIR:	cfg->state_dir = val; break;
+	case OPT_NETNS:		cfg->netns = val; break;
+	case OPT_POOL:		cfg->pool = val; break;
+	case OPT_UPLINK_NETNS:	cfg->uplink_netns = val; break;
+	case OPT_UPLINK_ADDR:	cfg->uplink_addr = val; break;
+	case OPT_UPLINK_PEER_ADDR: cfg->uplink_peer_addr = val; break;
+	case OPT_DNS_UPSTREAM:
+		if (cfg->ndns == GW_DNS_MAX) {
+			fprintf(stderr, "sluiced: at most %d --dns-upstream\n",
+			    GW_DNS_MAX);
+			return -1;
+		}
+		cfg->dns_upstream[cfg->ndns++] = val;
+		break;
+	case OPT_QUEUE_NUM:
+		return parse_uint(name, val, 65535, &cfg->queue_num);
+	case OPT_QUEUE_MAXLEN:
+		if (parse_uint(name, val, 1u << 20, &cfg->queue_maxlen) == -1)
+			return -1;
+		if (cfg->queue_maxlen == 0) {
+			fprintf(stderr, "sluiced: queue-maxlen must be > 0\n");
+			return -1;
+		}
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+static int
+load_config_file(struct gw_config *cfg, const char *path)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	const struct option *o;
+
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		fprintf(stderr, "sluiced: %s:%d:%d: %s\n", path, jerr.line,
+		    jerr.column, jerr.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		fprintf(stderr, "sluiced: %s: the config must be a JSON object\n",
+		    path);
+		json_decref(root);
+		return -1;
+	}
+	json_object_foreach(root, key, v) {
+		for (o = long_opts; o->name != NULL; o++)
+			if (strcmp(o->name, key) == 0 && o->has_arg)
+				break;
+		if (o->name == NULL) {
+			fprintf(stderr, "sluiced: %s: unknown key \"%s\"\n", path, key);
+			goto bad;
+		}
+		if (o->val == OPT_DNS_UPSTREAM && json_is_array(v)) {
+			size_t i;
+			json_t *e;
+
+			json_array_foreach(v, i, e) {
+				if (!json_is_string(e))
+					goto badtype;
+				if (set_opt(cfg, o->val, strdup(json_string_value(e)),
+				    key) == -1)
+					goto bad;
+			}
+			continue;
+		}
+		if (json_is_integer(v) && (o->val == OPT_QUEUE_NUM ||
+		    o->val == OPT_QUEUE_MAXLEN)) {
+			char num[32];
+
+			snprintf(num, sizeof(num), "%lld",
+			    (long long)json_integer_value(v));
+			if (set_opt(cfg, o->val, num, key) == -1)
+				goto bad;
+			continue;
+		}
+		if (!json_is_string(v))
+			goto badtype;
+		if (set_opt(cfg, o->val, strdup(json_string_value(v)), key) == -1)
+			goto bad;
+		continue;
+badtype:
+		fprintf(stderr, "sluiced: %s: \"%s\" has the wrong type\n", path,
+		    key);
+		goto bad;
+	}
+	json_decref(root);
+	return 0;
+bad:
+	json_decref(root);
+	return -1;
+}
+
+/*
+ * Fills cfg from defaults, then the config file (-c), then the command
+ * line, which wins. Returns 0, 1 when it printed help or the version (exit
+ * 0), or -1 on a usage error (already printed).
+ */
+int
+gw_config_parse(struct gw_config *cfg, int argc, char **argv)
+{
+	struct gw_config cli = { 0 };
+	const char *conf = NULL;
+	int c, i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	/* First pass: only -c, so the command line can override the file. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)
+		if (c == 'c')
+			conf = optarg;
+	if (conf != NULL && load_config_file(cfg, conf) == -1)
+		return -1;
+
+	optind = 1;
+	opterr = 1;
+	cli.ndns = 0;
+	while ((c = getopt_long(argc, argv, "c:fv", long_opts, &i)) != -1) {
+		switch (c) {
+		case 'c':
+			break;
+		case 'f':
+			cfg->foreground = true;
+			break;
+		case 'v':
+			cfg->verbose = true;
+			break;
+		case OPT_TEARDOWN:
+			cfg->teardown = true;
+			break;
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("sluiced %s\n", SLUICE_VERSION);
+			return 1;
+		case OPT_DNS_UPSTREAM:
+			/* flags replace the file's list rather than add to it */
+			if (set_opt(&cli, c, optarg, long_opts[i].name) == -1)
+				return -1;
+			break;
+		case '?':
+			fputs(usage_text, stderr);
+			return -1;
+		default:
+			if (set_opt(cfg, c, optarg, long_opts[i].name) == -1)
+				return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sluiced: unexpected argument \"%s\"\n",
+		    argv[optind]);
+		fputs(usage_text, stderr);
+		return -1;
+	}
+	if (cli.ndns > 0) {
+		memcpy(cfg->dns_upstream, cli.dns_upstream,
+		    sizeof(cfg->dns_upstream));
+		cfg->ndns = cli.ndns;
+	}
+	if (cfg->control == NULL)
+		cfg->control = CTL_SOCKET_DEFAULT;
+	if (cfg->db == NULL)
+		cfg->db = "/var/lib/sluice/flows.db";
+	if (cfg->state_dir == NULL)
+		cfg->state_dir = "/var/lib/sluice";
+	if (cfg->netns == NULL)
+		cfg->netns = "sluice";
+	if (cfg->pool == NULL)
+		cfg->pool = "10.213.0.0/16";
+	if (cfg->queue_maxlen == 0)
+		cfg->queue_maxlen = 4096;
+	if ((cfg->uplink_netns != NULL) != (cfg->uplink_addr != NULL) ||
+	    (cfg->uplink_addr != NULL) != (cfg->uplink_peer_addr != NULL)) {
+		fprintf(stderr, "sluiced: --uplink-netns, --uplink-addr and "
+		    "--uplink-peer-addr go together\n");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,304 @@
+/* control.c: the control socket — sandbox and policy requests from sluice. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gateway/ctl.h"
+#include "gateway/gw.h"
+#include "gateway/log.h"
+
+#define CTL_GROUP	"sluice"	/* members may use the socket */
+#define CTL_IO_MS	2000		/* a client gets this long to talk */
+
+static gid_t ctl_gid;
+
+int
+gw_control_open(struct gw *gw, char *err, size_t errlen)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = gw->cfg.control;
+	char dir[PATH_MAX], *slash;
+	struct group *gr;
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		snprintf(err, errlen, "%s: path too long", path);
+		return -1;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0750) == -1 && errno != EEXIST) {
+			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+			return -1;
+		}
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	/* A socket file left by a killed daemon is stale if nobody answers. */
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		snprintf(err, errlen, "%s: another sluiced is listening", path);
+		close(fd);
+		return -1;
+	}
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    listen(fd, 64) == -1) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	gr = getgrnam(CTL_GROUP);
+	ctl_gid = gr ? gr->gr_gid : 0;
+	if (chown(path, 0, ctl_gid) == -1 || chmod(path, 0660) == -1)
+		log_warn("%s: permissions", path);
+	gw->ctl_fd = fd;
+	return 0;
+}
+
+void
+gw_control_close(struct gw *gw)
+{
+	if (gw->ctl_fd != -1) {
+		close(gw->ctl_fd);
+		unlink(gw->cfg.control);
+		gw->ctl_fd = -1;
+	}
+}
+
+static json_t *
+sandbox_json(const struct gw_sandbox *sb)
+{
+	char ip[INET_ADDRSTRLEN], gwip[INET_ADDRSTRLEN], cidr[INET_ADDRSTRLEN + 4];
+	struct in_addr a = { .s_addr = sb->addr }, g = { .s_addr = sb->gw_addr };
+
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	inet_ntop(AF_INET, &g, gwip, sizeof(gwip));
+	snprintf(cidr, sizeof(cidr), "%s/30", ip);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}",
+	    "name", sb->name, "ifname", sb->ifname, "addr", cidr,
+	    "gateway", gwip, "netns", sb->netns_path,
+	    "mode", policy_mode_name(sb->policy->mode),
+	    "policy_sha256", sb->policy->sha256,
+	    "created_us", (json_int_t)sb->created_us);
+}
+
+static json_t *
+error_reply(const char *code, const char *msg)
+{
+	return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", msg, "code", code);
+}
+
+/* errno from the sandbox layer -> who is to blame */
+static const char *
+error_code(int e)
+{
+	return (e == EINVAL || e == EEXIST || e == ENOENT) ? "invalid" : "failed";
+}
+
+static json_t *
+handle(struct gw *gw, json_t *req)
+{
+	const char *cmd = NULL, *name = NULL, *text = NULL, *origin = "policy";
+	const char *netns = NULL;
+	struct gw_sandbox *sb;
+	char err[1024];
+	json_t *list;
+	unsigned i;
+
+	if (json_unpack(req, "{s:s, s?:s, s?:s, s?:s, s?:s}", "cmd", &cmd,
+	    "name", &name, "policy", &text, "origin", &origin,
+	    "netns", &netns) == -1)
+		return error_reply("invalid", "malformed request");
+
+	if (strcmp(cmd, "sandbox.list") == 0) {
+		list = json_array();
+		for (i = 0; i < gw->pool_slots; i++)
+			if (gw->slots[i])
+				json_array_append_new(list,
+				    sandbox_json(gw->slots[i]));
+		return json_pack("{s:b, s:o}", "ok", 1, "sandboxes", list);
+	}
+	if (strcmp(cmd, "status") == 0) {
+		struct store_stats st;
+
+		store_stats(gw->store, &st);
+		return json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
+		    "s:{s:I, s:I, s:I, s:I, s:I}}",
+		    "ok", 1, "version", SLUICE_VERSION,
+		    "sandboxes", (json_int_t)gw->nsandboxes,
+		    "netns", gw->cfg.netns,
+		    "queue", "packets", (json_int_t)gw->pkts,
+		    "errors", (json_int_t)gw->pkt_errors,
+		    "denied_unlogged", (json_int_t)gw->denied_unlogged,
+		    "store", "queued", (json_int_t)st.queued,
+		    "written", (json_int_t)st.written,
+		    "rejected", (json_int_t)st.rejected,
+		    "write_errors", (json_int_t)st.write_errors,
+		    "depth", (json_int_t)st.depth);
+	}
+	if (name == NULL)
+		return error_reply("invalid", "missing \"name\"");
+	if (strcmp(cmd, "sandbox.add") == 0) {
+		if (text == NULL)
+			return error_reply("invalid", "missing \"policy\"");
+		if (netns != NULL)
+			return error_reply("invalid", "attaching an existing "
+			    "namespace (--netns) is not supported yet");
+		if (gw_sandbox_add(gw, name, text, strlen(text), origin, &sb,
+		    err, sizeof(err)) == -1) {
+			log_warnx("sandbox add %s: %s", name, err);
+			return error_reply(error_code(errno), err);
+		}
+		log_info("sandbox %s added (%s, policy %.12s)", name, sb->ifname,
+		    sb->policy->sha256);
+		return json_pack("{s:b, s:o}", "ok", 1, "sandbox",
+		    sandbox_json(sb));
+	}
+	if (strcmp(cmd, "sandbox.del") == 0) {
+		if (gw_sandbox_del(gw, name, err, sizeof(err)) == -1)
+			return error_reply(error_code(errno), err);
+		log_info("sandbox %s deleted", name);
+		return json_pack("{s:b}", "ok", 1);
+	}
+	if (strcmp(cmd, "policy.set") == 0) {
+		if (text == NULL)
+			return error_reply("invalid", "missing \"policy\"");
+		if (gw_sandbox_set_policy(gw, name, text, strlen(text), origin,
+		    &sb, err, sizeof(err)) == -1) {
+			log_warnx("policy set %s: %s (old policy stays)", name, err);
+			return error_reply(error_code(errno), err);
+		}
+		log_info("sandbox %s: policy %.12s", name, sb->policy->sha256);
+		return json_pack("{s:b, s:o}", "ok", 1, "sandbox",
+		    sandbox_json(sb));
+	}
+	snprintf(err, sizeof(err), "unknown command \"%s\"", cmd);
+	return error_reply("invalid", err);
+}
+
+/* Reads one "\n"-terminated request, bounded in size and time. */
+static char *
+read_request(int fd, size_t *lenp)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+
+	if (buf == NULL)
+		return NULL;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pfd, 1, CTL_IO_MS) <= 0)
+			break;
+		if (len == cap) {
+			char *nb;
+
+			if (cap >= CTL_MSG_MAX)
+				break;
+			cap *= 2;
+			if ((nb = realloc(buf, cap)) == NULL)
+				break;
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n == -1 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (memchr(buf + len - (size_t)n, '\n', (size_t)n) != NULL) {
+			*lenp = len;
+			return buf;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static void
+write_reply(int fd, json_t *reply)
+{
+	char *s = json_dumps(reply, JSON_COMPACT);
+	size_t len, off = 0;
+
+	if (s == NULL)
+		return;
+	len = strlen(s);
+	s[len] = '\0';
+	while (off < len) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		ssize_t n;
+
+		if (poll(&pfd, 1, CTL_IO_MS) <= 0)
+			break;
+		n = write(fd, s + off, len - off);
+		if (n == -1 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (off == len)
+		(void)!write(fd, "\n", 1);
+	free(s);
+}
+
+void
+gw_control_accept(struct gw *gw)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	json_error_t jerr;
+	json_t *req, *reply;
+	size_t len = 0;
+	char *buf;
+	int fd;
+
+	fd = accept4(gw->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd == -1) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_warn("control accept");
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1 ||
+	    (cred.uid != 0 && cred.gid != ctl_gid)) {
+		reply = error_reply("failed", "permission denied");
+		write_reply(fd, reply);
+		json_decref(reply);
+		close(fd);
+		return;
+	}
+	if ((buf = read_request(fd, &len)) == NULL) {
+		reply = error_reply("invalid", "no complete request");
+	} else if ((req = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK |
+	    JSON_REJECT_DUPLICATES, &jerr)) == NULL || !json_is_object(req)) {
+		json_decref(req);
+		reply = error_reply("invalid", "request is not a JSON object");
+	} else {
+		reply = handle(gw, req);
+		json_decref(req);
+	}
+	free(buf);
+	if (reply == NULL)
+		reply = error_reply("failed", "out of memory");
+	write_reply(fd, reply);
+	json_decref(reply);
+	close(fd);
+}

@@ -1,0 +1,117 @@
+/* gw.h: sluiced's own state, shared by the daemon's files (not the CLI). */
+#ifndef SLUICE_GW_H
+#define SLUICE_GW_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/policy.h"
+#include "nfq/nfq.h"
+#include "store/store.h"
+
+/*
+ * Packet and connection marks. Bits 28-29 belong to sluice so that other
+ * rules on a production host can keep using the rest of the mark.
+ */
+#define GW_MARK_MASK	0x30000000u
+#define GW_MARK_ALLOW	0x10000000u
+#define GW_MARK_DENY	0x20000000u
+
+#define GW_DNS_MAX	8
+#define GW_NAME_MAX	48		/* sandbox names; see names.h */
+#define GW_UPLINK_IF	"uplink"	/* the gateway side of the uplink veth */
+#define GW_SB_IF_PREFIX	"sg"		/* gateway side of sandbox veths: sg<slot> */
+#define GW_SB_IF	"eth0"		/* sandbox side */
+
+/* Flow table: recently decided attempts, for retransmissions and bursts. */
+#define GW_FLOWS_MAX	65536
+#define GW_FLOW_TTL_MS	30000		/* UDP's conntrack timeout, for one row per flow */
+
+struct gw_config {
+	const char	*control;
+	const char	*db;
+	const char	*state_dir;
+	const char	*netns;		/* the gateway namespace's name */
+	const char	*pool;
+	const char	*uplink_netns;
+	const char	*uplink_addr;
+	const char	*uplink_peer_addr;
+	const char	*dns_upstream[GW_DNS_MAX];
+	size_t		 ndns;
+	unsigned	 queue_num;
+	unsigned	 queue_maxlen;
+	bool		 foreground;
+	bool		 verbose;
+	bool		 teardown;
+};
+
+struct gw_sandbox {
+	char		 name[GW_NAME_MAX + 1];
+	unsigned	 slot;		/* index in the address pool */
+	char		 ifname[IF_NAMESIZE];
+	uint32_t	 ifindex;	/* of ifname, in the gateway namespace */
+	uint32_t	 addr;		/* network order */
+	uint32_t	 gw_addr;
+	char		 netns_path[128];
+	struct policy	*policy;
+	int64_t		 created_us;
+	struct gw_sandbox *hnext;	/* ifindex hash chain */
+};
+
+struct gw {
+	struct gw_config	 cfg;
+	uint32_t		 pool_net;	/* network order */
+	uint32_t		 pool_mask;
+	unsigned		 pool_slots;	/* /30s in the pool */
+	struct gw_sandbox	**slots;	/* by slot, pool_slots long */
+	struct gw_sandbox	**by_ifindex;	/* hash buckets */
+	size_t			 nbuckets;
+	size_t			 nsandboxes;
+	int			 gw_nsfd;	/* the gateway namespace */
+	int			 host_nsfd;	/* where sluiced started */
+	struct nfq_queue	*queue;
+	struct nfq_flows	*flows;
+	struct store		*store;
+	int			 ctl_fd;
+	uint64_t		 pkts, pkt_errors, denied_unlogged;
+};
+
+/* config.c */
+int gw_config_parse(struct gw_config *cfg, int argc, char **argv);
+
+/* netns.c: running programs and working in the gateway namespace. */
+int gw_run(char *const argv[], const char *input, char *err, size_t errlen);
+int gw_run_quiet(char *const argv[]);
+int gw_netns_enter(int nsfd);	/* 0 or -1; the calling thread only */
+int gw_netns_open(const char *name, bool create, char *err, size_t errlen);
+bool gw_netns_exists(const char *name);
+int gw_sysctl(const char *path, const char *value);
+int gw_gateway_setup(struct gw *gw, char *err, size_t errlen);
+void gw_gateway_destroy(struct gw *gw);
+
+/* ruleset.c */
+int gw_ruleset_apply(struct gw *gw, char *err, size_t errlen);
+
+/* sandbox.c */
+int gw_sandboxes_init(struct gw *gw, char *err, size_t errlen);
+int gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
+    size_t policy_len, const char *origin, struct gw_sandbox **out,
+    char *err, size_t errlen);
+int gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen);
+int gw_sandbox_set_policy(struct gw *gw, const char *name,
+    const char *policy_text, size_t policy_len, const char *origin,
+    struct gw_sandbox **out, char *err, size_t errlen);
+struct gw_sandbox *gw_sandbox_by_name(struct gw *gw, const char *name);
+struct gw_sandbox *gw_sandbox_by_ifindex(struct gw *gw, uint32_t ifindex);
+int gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen);
+void gw_sandboxes_teardown(struct gw *gw);
+void gw_sandboxes_free(struct gw *gw);
+
+/* control.c */
+int gw_control_open(struct gw *gw, char *err, size_t errlen);
+void gw_control_accept(struct gw *gw);
+void gw_control_close(struct gw *gw);
+
+#endif

@@ -1,0 +1,304 @@
+/* sluiced.c: the gateway daemon — setup, the event loop, the verdict path. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/gw.h"
+#include "gateway/log.h"
+#include "gateway/verdict.h"
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+ip_str(uint32_t a, char *buf, size_t len)
+{
+	struct in_addr in = { .s_addr = a };
+
+	inet_ntop(AF_INET, &in, buf, (socklen_t)len);
+}
+
+/*
+ * Writes the flow row. Returns -1 when the log cannot take it: the caller
+ * then denies (a flow that cannot be logged is not let through).
+ */
+static int
+log_flow(struct gw *gw, const struct gw_sandbox *sb, const struct nfq_tuple *t,
+    const struct gw_decision *d)
+{
+	struct store_flow f;
+	bool ports = t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
+
+	memset(&f, 0, sizeof(f));
+	f.ts_us = store_now_us();
+	if (sb != NULL) {
+		snprintf(f.sandbox, sizeof(f.sandbox), "%s", sb->name);
+		snprintf(f.policy_sha256, sizeof(f.policy_sha256), "%s",
+		    sb->policy->sha256);
+	}
+	f.proto = nfq_proto_name(t->proto);
+	ip_str(t->saddr, f.src_ip, sizeof(f.src_ip));
+	ip_str(t->daddr, f.dst_ip, sizeof(f.dst_ip));
+	f.src_port = ports ? t->sport : -1;
+	f.dst_port = ports ? t->dport : -1;
+	f.verdict = gw_verdict_name(d->verdict);
+	f.reason = gw_reason_name(d->reason);
+	if (d->rule != NULL)
+		snprintf(f.rule, sizeof(f.rule), "%s", d->rule);
+	return store_put_flow(gw->store, &f);
+}
+
+/*
+ * The verdict path: every queued packet gets exactly one verdict, and
+ * anything that goes wrong on the way ends in a denial.
+ */
+static int
+on_packet(void *arg, const struct nfq_packet *pkt)
+{
+	struct gw *gw = arg;
+	struct gw_sandbox *sb;
+	struct nfq_tuple t;
+	struct nfq_flow_key key;
+	struct nfq_flow *fl;
+	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL };
+	enum nfq_parse_error pe;
+	uint64_t now = now_ms();
+	uint32_t verdict, mark;
+
+	gw->pkts++;
+	sb = gw_sandbox_by_ifindex(gw, pkt->indev);
+	pe = nfq_packet_parse(pkt->payload, pkt->len, &t);
+	if (pe != NFQ_PARSE_OK) {
+		gw->pkt_errors++;
+		log_debug("packet from ifindex %u: %s", pkt->indev,
+		    nfq_parse_error_str(pe));
+		/* Not a flow: nothing sensible to log it as. Drop outright. */
+		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	}
+
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->indev;
+	key.saddr = t.saddr;
+	key.daddr = t.daddr;
+	key.sport = t.sport;
+	key.dport = t.dport;
+	key.proto = t.proto;
+	if (t.proto == IPPROTO_ICMP)
+		key.sport = t.icmp_type;
+	fl = nfq_flows_lookup(gw->flows, &key, now);
+	if (fl != NULL) {
+		/* the same attempt again (a retransmission, a burst): same
+		 * verdict, no new row */
+		fl->hits++;
+		return nfq_queue_verdict(gw->queue, pkt->id, fl->verdict, true,
+		    fl->mark);
+	}
+
+	if (sb == NULL) {
+		d.verdict = GW_DENY;
+		d.reason = GW_R_UNKNOWN_SANDBOX;
+	} else {
+		struct gw_decide_ctx ctx = {
+			.policy = sb->policy,
+			.sandbox_addr = sb->addr,
+			.pool_net = gw->pool_net,
+			.pool_mask = gw->pool_mask,
+		};
+
+		gw_decide(&ctx, &t, &d);
+	}
+	if (log_flow(gw, sb, &t, &d) == -1 && d.verdict != GW_DENY) {
+		/* fail closed: what cannot be recorded does not pass */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_LOG_UNAVAILABLE;
+		d.rule = NULL;
+		gw->denied_unlogged++;
+		(void)log_flow(gw, sb, &t, &d);
+	}
+	if (d.verdict == GW_DENY) {
+		/* repeat the hook with the deny mark: the ruleset rejects it
+		 * (RST for TCP) so the client fails at once */
+		verdict = NF_REPEAT;
+		mark = GW_MARK_DENY;
+	} else {
+		verdict = NF_ACCEPT;
+		mark = GW_MARK_ALLOW;
+	}
+	nfq_flows_insert(gw->flows, &key, now, GW_FLOW_TTL_MS, verdict, mark);
+	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
+}
+
+static int
+open_queue(struct gw *gw, char *err, size_t errlen)
+{
+	/* The queue belongs to the namespace the socket is made in. */
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", gw->cfg.netns);
+	gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
+	    gw->cfg.queue_maxlen, err, errlen);
+	if (gw_netns_enter(gw->host_nsfd) == -1)
+		fatal("setns back to the host namespace");
+	return gw->queue ? 0 : -1;
+}
+
+static int
+teardown(struct gw *gw)
+{
+	char err[1024];
+
+	/* Sandboxes are found from the kept state, so this works without a
+	 * running daemon and after a crash. */
+	gw->host_nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	gw->gw_nsfd = -1;
+	if (gw_netns_exists(gw->cfg.netns))
+		gw->gw_nsfd = gw_netns_open(gw->cfg.netns, false, err, sizeof(err));
+	if (gw->gw_nsfd == -1) {
+		/* no gateway: only the sandboxes' namespaces may be left */
+		gw->gw_nsfd = gw->host_nsfd;
+	}
+	if (gw_sandboxes_restore(gw, err, sizeof(err)) == -1)
+		log_warnx("%s", err);
+	gw_sandboxes_teardown(gw);
+	gw_gateway_destroy(gw);
+	log_info("torn down: gateway namespace %s and its sandboxes",
+	    gw->cfg.netns);
+	return 0;
+}
+
+static void
+daemonize(void)
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid == -1)
+		fatal("fork");
+	if (pid > 0)
+		_exit(0);
+	if (setsid() == -1)
+		fatal("setsid");
+	if ((fd = open("/dev/null", O_RDWR)) != -1) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	struct gw gw;
+	char err[1024];
+	sigset_t sigs;
+	int sfd, rc;
+	bool running = true;
+
+	memset(&gw, 0, sizeof(gw));
+	gw.ctl_fd = gw.gw_nsfd = gw.host_nsfd = -1;
+	rc = gw_config_parse(&gw.cfg, argc, argv);
+	if (rc != 0)
+		return rc == 1 ? 0 : 1;
+	log_init("sluiced", gw.cfg.foreground || gw.cfg.teardown,
+	    gw.cfg.verbose);
+	if (geteuid() != 0)
+		fatalx("must run as root (it creates namespaces and netfilter "
+		    "rules)");
+	signal(SIGPIPE, SIG_IGN);
+	umask(027);
+
+	if (gw_sandboxes_init(&gw, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	if ((gw.flows = nfq_flows_new(GW_FLOWS_MAX)) == NULL)
+		fatalx("out of memory");
+	if (gw.cfg.teardown) {
+		if ((gw.store = store_open(gw.cfg.db, NULL, err, sizeof(err))) == NULL)
+			log_warnx("%s (teardown not logged)", err);
+		rc = teardown(&gw);
+		store_close(gw.store);
+		return rc;
+	}
+
+	if (!gw.cfg.foreground)
+		daemonize();
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	/* block before any thread exists, so the store writer inherits it */
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	if ((sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
+		fatal("signalfd");
+
+	if ((gw.store = store_open(gw.cfg.db, NULL, err, sizeof(err))) == NULL)
+		fatalx("%s", err);
+	if (gw_gateway_setup(&gw, err, sizeof(err)) == -1)
+		fatalx("gateway %s: %s", gw.cfg.netns, err);
+	if (gw_ruleset_apply(&gw, err, sizeof(err)) == -1)
+		fatalx("ruleset: %s", err);
+	if (gw_sandboxes_restore(&gw, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	if (open_queue(&gw, err, sizeof(err)) == -1)
+		fatalx("queue %u: %s", gw.cfg.queue_num, err);
+	if (gw_control_open(&gw, err, sizeof(err)) == -1)
+		fatalx("control: %s", err);
+	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s",
+	    gw.cfg.netns, gw.cfg.queue_num, gw.nsandboxes, gw.cfg.control);
+
+	while (running) {
+		struct pollfd pfd[3] = {
+			{ .fd = nfq_queue_fd(gw.queue), .events = POLLIN },
+			{ .fd = gw.ctl_fd, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+
+		if (poll(pfd, 3, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			fatal("poll");
+		}
+		if (pfd[0].revents & POLLIN) {
+			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
+				log_warn("queue receive");
+		}
+		if (pfd[1].revents & POLLIN)
+			gw_control_accept(&gw);
+		if (pfd[2].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP)
+					continue;
+				log_info("signal %u: stopping; sandboxes stay, "
+				    "and fail closed until sluiced is back",
+				    si.ssi_signo);
+				running = false;
+			}
+		}
+	}
+
+	gw_control_close(&gw);
+	nfq_queue_close(gw.queue);
+	store_close(gw.store);
+	nfq_flows_free(gw.flows);
+	gw_sandboxes_free(&gw);
+	return 0;
+}

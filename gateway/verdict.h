@@ -1,0 +1,57 @@
+/* verdict.h: how sluiced decides a new flow, as a pure function. */
+#ifndef SLUICE_VERDICT_H
+#define SLUICE_VERDICT_H
+
+#include <stdint.h>
+
+#include "gateway/policy.h"
+#include "nfq/nfq.h"
+
+enum gw_verdict {
+	GW_DENY = 0,	/* the default: anything not decided otherwise */
+	GW_ALLOW,
+	GW_AUDIT,	/* audit mode: would be denied, let through */
+};
+
+/* The fixed reason vocabulary written to flows.reason (see README). */
+enum gw_reason {
+	GW_R_ALLOWED_CIDR = 0,	/* an allowedCidrs entry covers address and port */
+	GW_R_NOT_ALLOWLISTED,	/* no entry covers the destination address */
+	GW_R_PORT_NOT_ALLOWED,	/* an entry covers the address, none the port */
+	GW_R_PROTO_NOT_ALLOWED,	/* UDP, ICMP and other protocols (DNS comes later) */
+	GW_R_INTERNAL_DEST,	/* the gateway itself, another sandbox, the pool */
+	GW_R_SPOOFED_SOURCE,	/* source address is not the sandbox's own */
+	GW_R_MALFORMED_PACKET,	/* could not be parsed */
+	GW_R_UNKNOWN_SANDBOX,	/* ingress interface belongs to no sandbox */
+	GW_R_LOG_UNAVAILABLE,	/* the flow could not be logged: fail closed */
+	GW_R_COUNT
+};
+
+struct gw_decision {
+	enum gw_verdict		 verdict;
+	enum gw_reason		 reason;
+	const char		*rule;	/* the policy entry's text, or NULL */
+};
+
+/* What the decision needs to know of the sandbox. Addresses network order. */
+struct gw_decide_ctx {
+	const struct policy	*policy;
+	uint32_t		 sandbox_addr;	/* the sandbox's own address */
+	uint32_t		 pool_net;	/* the whole sandbox pool */
+	uint32_t		 pool_mask;
+};
+
+/*
+ * Decides a new flow t coming from the sandbox described by ctx. Pure: no
+ * side effects. In audit mode a would-be denial becomes GW_AUDIT with the
+ * reason it would have had.
+ */
+void gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
+    struct gw_decision *out);
+
+/* "allow", "deny", "audit". */
+const char *gw_verdict_name(enum gw_verdict v);
+/* "allowed_cidr", "not_allowlisted", ... (static strings). */
+const char *gw_reason_name(enum gw_reason r);
+
+#endif

@@ -1,0 +1,193 @@
+/* test_verdict.c: gw_decide over parsed policies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <cmocka.h>
+
+#include "gateway/verdict.h"
+
+static uint32_t
+ip(const char *s)
+{
+	struct in_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, s, &a), 1);
+	return a.s_addr;
+}
+
+static struct policy *
+parse(const char *text)
+{
+	char err[256];
+	struct policy *p = policy_parse(text, strlen(text), "t.json", err,
+	    sizeof(err));
+
+	if (p == NULL)
+		fail_msg("%s", err);
+	return p;
+}
+
+static void
+decide(const struct policy *p, uint8_t proto, const char *src,
+    const char *dst, uint16_t dport, struct gw_decision *d)
+{
+	struct gw_decide_ctx ctx = {
+		.policy = p,
+		.sandbox_addr = ip("10.213.0.2"),
+		.pool_net = ip("10.213.0.0"),
+		.pool_mask = htonl(0xffff0000u),
+	};
+	struct nfq_tuple t;
+
+	memset(&t, 0, sizeof(t));
+	t.proto = proto;
+	t.saddr = ip(src);
+	t.daddr = ip(dst);
+	t.sport = 40000;
+	t.dport = dport;
+	gw_decide(&ctx, &t, d);
+}
+
+static const char enforce[] =
+    "{\"sluice\":{\"allowedCidrs\":[\"192.0.2.0/24:443\",\"198.51.100.7:5432\","
+    "\"203.0.113.0/28\"]}}";
+
+static void
+test_allowed_cidr(void **state)
+{
+	struct policy *p = parse(enforce);
+	struct gw_decision d;
+
+	(void)state;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(gw_reason_name(d.reason), "allowed_cidr");
+	assert_string_equal(d.rule, "192.0.2.0/24:443");
+
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.7", 5432, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(d.rule, "198.51.100.7:5432");
+
+	/* no port: any TCP port */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "203.0.113.15", 1, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(d.rule, "203.0.113.0/28");
+	policy_free(p);
+}
+
+static void
+test_denials(void **state)
+{
+	struct policy *p = parse(enforce);
+	struct gw_decision d;
+
+	(void)state;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 80, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "port_not_allowed");
+	assert_null(d.rule);
+
+	decide(p, IPPROTO_TCP, "10.213.0.2", "203.0.113.16", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "not_allowlisted");
+
+	decide(p, IPPROTO_UDP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "proto_not_allowed");
+
+	decide(p, IPPROTO_ICMP, "10.213.0.2", "192.0.2.10", 0, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "proto_not_allowed");
+
+	/* another sandbox, or the gateway: never, whatever the CIDRs say */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "10.213.0.6", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
+
+	decide(p, IPPROTO_TCP, "10.213.0.6", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "spoofed_source");
+	policy_free(p);
+}
+
+static void
+test_internal_beats_cidr(void **state)
+{
+	struct policy *p = parse("{\"sluice\":{\"allowedCidrs\":[\"0.0.0.0/0\"]}}");
+	struct gw_decision d;
+
+	(void)state;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "10.213.0.1", 22, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.1", 22, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	policy_free(p);
+}
+
+static void
+test_audit(void **state)
+{
+	struct policy *p = parse("{\"sluice\":{\"mode\":\"audit\","
+	    "\"allowedCidrs\":[\"192.0.2.10:443\"]}}");
+	struct gw_decision d;
+
+	(void)state;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "203.0.113.66", 4444, &d);
+	assert_int_equal(d.verdict, GW_AUDIT);
+	assert_string_equal(gw_verdict_name(d.verdict), "audit");
+	assert_string_equal(gw_reason_name(d.reason), "not_allowlisted");
+	decide(p, IPPROTO_UDP, "10.213.0.2", "203.0.113.66", 53, &d);
+	assert_int_equal(d.verdict, GW_AUDIT);
+	assert_string_equal(gw_reason_name(d.reason), "proto_not_allowed");
+	/* a forged source is denied even in audit mode */
+	decide(p, IPPROTO_TCP, "192.0.2.99", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	policy_free(p);
+}
+
+static void
+test_empty_policy(void **state)
+{
+	struct policy *p = parse("{}");
+	struct gw_decision d;
+
+	(void)state;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "not_allowlisted");
+	policy_free(p);
+}
+
+static void
+test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(gw_verdict_name(GW_ALLOW), "allow");
+	assert_string_equal(gw_verdict_name(GW_DENY), "deny");
+	assert_string_equal(gw_reason_name(GW_R_LOG_UNAVAILABLE), "log_unavailable");
+	assert_string_equal(gw_reason_name(GW_R_UNKNOWN_SANDBOX), "unknown_sandbox");
+	assert_string_equal(gw_reason_name(GW_R_MALFORMED_PACKET), "malformed_packet");
+	assert_string_equal(gw_reason_name(GW_R_COUNT), "unknown");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_allowed_cidr),
+		cmocka_unit_test(test_denials),
+		cmocka_unit_test(test_internal_beats_cidr),
+		cmocka_unit_test(test_audit),
+		cmocka_unit_test(test_empty_policy),
+		cmocka_unit_test(test_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

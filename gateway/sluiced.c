@@ -106,7 +106,6 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same
 		 * verdict, no new row */
-		fl->hits++;
 		return nfq_queue_verdict(gw->queue, pkt->id, fl->verdict, true,
 		    fl->mark);
 	}

@@ -39,11 +39,26 @@ struct nfq_queue *nfq_queue_open(uint16_t num, uint32_t maxlen, char *err,
 int nfq_queue_fd(const struct nfq_queue *q);
 
 /*
- * Reads what is pending (non-blocking) and calls cb for each packet.
- * Returns the number of packets handled, or -1 with errno on a socket
- * error other than EAGAIN/ENOBUFS (both are survivable and return 0).
+ * Reads what is pending (non-blocking, at most 64 messages per call) and
+ * calls cb for each packet. Returns the number of packets handled (given
+ * to cb, or dropped by the reader when a message lacks a payload), or -1
+ * with errno on a socket error other than EAGAIN/ENOBUFS (both are
+ * survivable: EAGAIN ends the call, ENOBUFS is counted and reading goes on).
  */
 int nfq_queue_recv(struct nfq_queue *q, nfq_packet_cb cb, void *arg);
+
+/* Counters since nfq_queue_open. */
+struct nfq_queue_stats {
+	uint64_t	packets;	/* given to the callback */
+	uint64_t	dropped;	/* dropped by the reader: no payload,
+					 * callback -1, or before open returned */
+	uint64_t	enobufs;	/* recv said the kernel lost messages */
+	uint64_t	verdict_errors;	/* verdicts that failed or were refused */
+	uint64_t	unverdictable;	/* packet messages without an id */
+	uint64_t	bad_messages;	/* malformed or truncated messages */
+};
+
+void nfq_queue_get_stats(const struct nfq_queue *q, struct nfq_queue_stats *st);
 
 /* verdict: NF_ACCEPT, NF_DROP or NF_REPEAT; mark is set on the packet when
  * set_mark is true. Returns 0 or -1 with errno. */
@@ -119,19 +134,23 @@ struct nfq_flow {
 
 struct nfq_flows;
 
-/* capacity entries at most; NULL on allocation failure. */
+/* capacity entries at most (1 .. 2^31); NULL on allocation failure or a
+ * capacity out of range. */
 struct nfq_flows *nfq_flows_new(size_t capacity);
 
 /* NULL-safe. */
 void nfq_flows_free(struct nfq_flows *ft);
 
-/* The live entry for key at now_ms, or NULL. The pointer is valid until
- * the next insert or expire call. */
+/* The live entry for key at now_ms (an entry is dead from expires_ms on),
+ * or NULL. Counts the lookup in the entry's hits. The pointer is valid
+ * until the next insert or forget call. */
 struct nfq_flow *nfq_flows_lookup(struct nfq_flows *ft,
     const struct nfq_flow_key *key, uint64_t now_ms);
 
-/* Records a verdict for key, live for ttl_ms. Replaces an existing entry.
- * Returns the entry (valid as for lookup), never NULL. */
+/* Records a verdict for key, live for ttl_ms. Replaces an existing entry
+ * (hits restart at 0). At capacity it evicts the entry that expires first
+ * (an expired one if any). Returns the entry (valid as for lookup), never
+ * NULL. */
 struct nfq_flow *nfq_flows_insert(struct nfq_flows *ft,
     const struct nfq_flow_key *key, uint64_t now_ms, uint64_t ttl_ms,
     uint32_t verdict, uint32_t mark);
@@ -139,6 +158,8 @@ struct nfq_flow *nfq_flows_insert(struct nfq_flows *ft,
 /* Removes every entry whose ifindex is ifindex (a sandbox went away). */
 void nfq_flows_forget_ifindex(struct nfq_flows *ft, uint32_t ifindex);
 
+/* Entries held: the live ones plus expired ones not yet reclaimed (each
+ * insert reclaims up to two). */
 size_t nfq_flows_count(const struct nfq_flows *ft);
 
 #endif

@@ -1,0 +1,147 @@
+/* packet.c: parse a queued IPv4 packet's IP and TCP/UDP/ICMP headers. */
+#include <string.h>
+#include <netinet/in.h>
+
+#include "nfq/nfq.h"
+
+#define IP_MIN_HLEN	20
+#define IP_FLAG_MF	0x2000
+#define IP_FRAG_OFFSET	0x1fff
+#define TCP_MIN_HLEN	20
+#define UDP_HLEN	8
+#define ICMP_HLEN	8
+
+static uint16_t
+get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static enum nfq_parse_error
+parse_tcp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
+{
+	size_t hlen;
+
+	if (l4len < TCP_MIN_HLEN)
+		return NFQ_PARSE_TRUNCATED;
+	hlen = (size_t)(l4[12] >> 4) * 4;
+	if (hlen < TCP_MIN_HLEN)
+		return NFQ_PARSE_BAD_HEADER;
+	if (hlen > l4len)
+		return NFQ_PARSE_TRUNCATED;
+	t->sport = get_be16(l4);
+	t->dport = get_be16(l4 + 2);
+	t->tcp_flags = l4[13];
+	t->l4_payload = l4 + hlen;
+	t->l4_len = l4len - hlen;
+	return NFQ_PARSE_OK;
+}
+
+static enum nfq_parse_error
+parse_udp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
+{
+	size_t ulen;
+
+	if (l4len < UDP_HLEN)
+		return NFQ_PARSE_TRUNCATED;
+	ulen = get_be16(l4 + 4);
+	if (ulen < UDP_HLEN)
+		return NFQ_PARSE_BAD_HEADER;
+	if (ulen > l4len)
+		return NFQ_PARSE_TRUNCATED;
+	t->sport = get_be16(l4);
+	t->dport = get_be16(l4 + 2);
+	t->l4_payload = l4 + UDP_HLEN;
+	t->l4_len = ulen - UDP_HLEN;
+	return NFQ_PARSE_OK;
+}
+
+static enum nfq_parse_error
+parse_icmp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
+{
+	if (l4len < ICMP_HLEN)
+		return NFQ_PARSE_TRUNCATED;
+	t->icmp_type = l4[0];
+	t->icmp_code = l4[1];
+	t->l4_payload = l4 + ICMP_HLEN;
+	t->l4_len = l4len - ICMP_HLEN;
+	return NFQ_PARSE_OK;
+}
+
+enum nfq_parse_error
+nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
+{
+	size_t hlen, totlen;
+
+	memset(t, 0, sizeof(*t));
+	if (len == 0)
+		return NFQ_PARSE_TRUNCATED;
+	if (buf[0] >> 4 != 4)
+		return NFQ_PARSE_BAD_VERSION;
+	if (len < IP_MIN_HLEN)
+		return NFQ_PARSE_TRUNCATED;
+	hlen = (size_t)(buf[0] & 0x0f) * 4;
+	if (hlen < IP_MIN_HLEN)
+		return NFQ_PARSE_BAD_HEADER;
+	if (hlen > len)
+		return NFQ_PARSE_TRUNCATED;
+	/* The total length bounds the packet: bytes beyond it (padding) are
+	 * not part of it. */
+	totlen = get_be16(buf + 2);
+	if (totlen < hlen)
+		return NFQ_PARSE_BAD_HEADER;
+	if (totlen > len)
+		return NFQ_PARSE_TRUNCATED;
+	if (get_be16(buf + 6) & (IP_FLAG_MF | IP_FRAG_OFFSET))
+		return NFQ_PARSE_FRAGMENT;
+
+	t->proto = buf[9];
+	memcpy(&t->saddr, buf + 12, sizeof(t->saddr));
+	memcpy(&t->daddr, buf + 16, sizeof(t->daddr));
+
+	switch (t->proto) {
+	case IPPROTO_TCP:
+		return parse_tcp(buf + hlen, totlen - hlen, t);
+	case IPPROTO_UDP:
+		return parse_udp(buf + hlen, totlen - hlen, t);
+	case IPPROTO_ICMP:
+		return parse_icmp(buf + hlen, totlen - hlen, t);
+	default:
+		t->l4_payload = buf + hlen;
+		t->l4_len = totlen - hlen;
+		return NFQ_PARSE_OK;
+	}
+}
+
+const char *
+nfq_parse_error_str(enum nfq_parse_error e)
+{
+	switch (e) {
+	case NFQ_PARSE_OK:
+		return "ok";
+	case NFQ_PARSE_TRUNCATED:
+		return "truncated packet";
+	case NFQ_PARSE_BAD_VERSION:
+		return "not IPv4";
+	case NFQ_PARSE_BAD_HEADER:
+		return "malformed header";
+	case NFQ_PARSE_FRAGMENT:
+		return "IP fragment";
+	}
+	return "unknown parse error";
+}
+
+const char *
+nfq_proto_name(uint8_t proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return "tcp";
+	case IPPROTO_UDP:
+		return "udp";
+	case IPPROTO_ICMP:
+		return "icmp";
+	default:
+		return "ip";
+	}
+}

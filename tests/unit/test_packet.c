@@ -1,0 +1,453 @@
+/* test_packet.c: nfq_packet_parse on valid packets and on every malformation. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <cmocka.h>
+
+#include "nfq/nfq.h"
+
+/* 192.168.0.104:50000 -> 198.51.100.7:443, SYN with DF, 20 bytes of
+ * options (MSS, SACK permitted, timestamps, NOP, window scale). */
+static const uint8_t tcp_syn[] = {
+	0x45, 0x00, 0x00, 0x3c,		/* v4, IHL 5, total 60 */
+	0x1c, 0x46, 0x40, 0x00,		/* id, DF */
+	0x40, 0x06, 0x00, 0x00,		/* TTL 64, TCP, checksum */
+	0xc0, 0xa8, 0x00, 0x68,		/* 192.168.0.104 */
+	0xc6, 0x33, 0x64, 0x07,		/* 198.51.100.7 */
+	0xc3, 0x50, 0x01, 0xbb,		/* 50000 -> 443 */
+	0x12, 0x34, 0x56, 0x78,		/* seq */
+	0x00, 0x00, 0x00, 0x00,		/* ack */
+	0xa0, 0x02, 0xfa, 0xf0,		/* data offset 10, SYN, window */
+	0x00, 0x00, 0x00, 0x00,		/* checksum, urgent */
+	0x02, 0x04, 0x05, 0xb4,		/* MSS 1460 */
+	0x04, 0x02, 0x08, 0x0a,		/* SACK ok, timestamps ... */
+	0x00, 0x01, 0x02, 0x03,
+	0x00, 0x00, 0x00, 0x00,
+	0x01, 0x03, 0x03, 0x07,		/* NOP, window scale 7 */
+};
+
+/* 10.0.0.2:54321 -> 192.0.2.53:53, UDP with 5 bytes of payload. */
+static const uint8_t udp_dgram[] = {
+	0x45, 0x00, 0x00, 0x21,		/* total 33 */
+	0xab, 0xcd, 0x00, 0x00,
+	0x40, 0x11, 0x00, 0x00,		/* UDP */
+	0x0a, 0x00, 0x00, 0x02,
+	0xc0, 0x00, 0x02, 0x35,
+	0xd4, 0x31, 0x00, 0x35,		/* 54321 -> 53 */
+	0x00, 0x0d, 0x00, 0x00,		/* length 13, checksum */
+	'h', 'e', 'l', 'l', 'o',
+};
+
+/* 10.0.0.2 -> 203.0.113.9, ICMP echo request with 4 bytes of data. */
+static const uint8_t icmp_echo[] = {
+	0x45, 0x00, 0x00, 0x20,		/* total 32 */
+	0x00, 0x01, 0x00, 0x00,
+	0x40, 0x01, 0x00, 0x00,		/* ICMP */
+	0x0a, 0x00, 0x00, 0x02,
+	0xcb, 0x00, 0x71, 0x09,
+	0x08, 0x00, 0x00, 0x00,		/* echo request, code 0, checksum */
+	0x12, 0x34, 0x00, 0x01,		/* id, sequence */
+	0xde, 0xad, 0xbe, 0xef,
+};
+
+static enum nfq_parse_error
+parse(const uint8_t *buf, size_t len)
+{
+	struct nfq_tuple t;
+
+	return nfq_packet_parse(buf, len, &t);
+}
+
+static void
+set_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+test_tcp_syn(void **state)
+{
+	struct nfq_tuple t;
+
+	(void)state;
+	assert_int_equal(nfq_packet_parse(tcp_syn, sizeof(tcp_syn), &t),
+	    NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_TCP);
+	assert_int_equal(t.saddr, htonl(0xc0a80068));
+	assert_int_equal(t.daddr, htonl(0xc6336407));
+	assert_int_equal(t.sport, 50000);
+	assert_int_equal(t.dport, 443);
+	assert_int_equal(t.tcp_flags, 0x02);
+	assert_ptr_equal(t.l4_payload, tcp_syn + 60);
+	assert_int_equal(t.l4_len, 0);
+	assert_int_equal(t.icmp_type, 0);
+	assert_int_equal(t.icmp_code, 0);
+}
+
+static void
+test_tcp_payload_and_padding(void **state)
+{
+	uint8_t p[20 + 20 + 6 + 4];
+	struct nfq_tuple t;
+
+	(void)state;
+	/* 20 bytes IP, 20 TCP, 6 payload; 4 bytes of link padding after the
+	 * total length must not count. */
+	memcpy(p, tcp_syn, 40);
+	set_be16(p + 2, 46);
+	p[32] = 0x50;			/* data offset 5 */
+	p[33] = 0x18;			/* PSH|ACK */
+	memcpy(p + 40, "GET / ", 6);
+	memset(p + 46, 0xee, 4);
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.tcp_flags, 0x18);
+	assert_ptr_equal(t.l4_payload, p + 40);
+	assert_int_equal(t.l4_len, 6);
+}
+
+static void
+test_udp(void **state)
+{
+	struct nfq_tuple t;
+
+	(void)state;
+	assert_int_equal(nfq_packet_parse(udp_dgram, sizeof(udp_dgram), &t),
+	    NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_UDP);
+	assert_int_equal(t.saddr, htonl(0x0a000002));
+	assert_int_equal(t.daddr, htonl(0xc0000235));
+	assert_int_equal(t.sport, 54321);
+	assert_int_equal(t.dport, 53);
+	assert_int_equal(t.tcp_flags, 0);
+	assert_ptr_equal(t.l4_payload, udp_dgram + 28);
+	assert_int_equal(t.l4_len, 5);
+	assert_memory_equal(t.l4_payload, "hello", 5);
+}
+
+static void
+test_udp_length_bounds_payload(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+	struct nfq_tuple t;
+
+	(void)state;
+	/* UDP says 10 of the 13 bytes the IP header gives it. */
+	memcpy(p, udp_dgram, sizeof(p));
+	set_be16(p + 24, 10);
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.l4_len, 2);
+	/* Exactly the header: empty payload. */
+	set_be16(p + 24, 8);
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.l4_len, 0);
+}
+
+static void
+test_icmp_echo(void **state)
+{
+	struct nfq_tuple t;
+
+	(void)state;
+	assert_int_equal(nfq_packet_parse(icmp_echo, sizeof(icmp_echo), &t),
+	    NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_ICMP);
+	assert_int_equal(t.daddr, htonl(0xcb007109));
+	assert_int_equal(t.sport, 0);
+	assert_int_equal(t.dport, 0);
+	assert_int_equal(t.icmp_type, 8);
+	assert_int_equal(t.icmp_code, 0);
+	assert_ptr_equal(t.l4_payload, icmp_echo + 28);
+	assert_int_equal(t.l4_len, 4);
+}
+
+static void
+test_icmp_unreachable_code(void **state)
+{
+	uint8_t p[sizeof(icmp_echo)];
+	struct nfq_tuple t;
+
+	(void)state;
+	memcpy(p, icmp_echo, sizeof(p));
+	p[20] = 3;
+	p[21] = 13;
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.icmp_type, 3);
+	assert_int_equal(t.icmp_code, 13);
+}
+
+static void
+test_ip_options(void **state)
+{
+	uint8_t p[24 + 8 + 5];
+	struct nfq_tuple t;
+
+	(void)state;
+	/* IHL 6: 4 bytes of options (NOPs and an end of list). */
+	memcpy(p, udp_dgram, 20);
+	p[0] = 0x46;
+	set_be16(p + 2, sizeof(p));
+	p[20] = 1; p[21] = 1; p[22] = 1; p[23] = 0;
+	memcpy(p + 24, udp_dgram + 20, 13);
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.sport, 54321);
+	assert_int_equal(t.dport, 53);
+	assert_ptr_equal(t.l4_payload, p + 32);
+	assert_int_equal(t.l4_len, 5);
+}
+
+static void
+test_other_protocol(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+	struct nfq_tuple t;
+
+	(void)state;
+	memcpy(p, udp_dgram, sizeof(p));
+	p[9] = 47;			/* GRE */
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.proto, 47);
+	assert_int_equal(t.sport, 0);
+	assert_int_equal(t.dport, 0);
+	assert_ptr_equal(t.l4_payload, p + 20);
+	assert_int_equal(t.l4_len, 13);
+	/* An empty payload is still a packet. */
+	set_be16(p + 2, 20);
+	assert_int_equal(nfq_packet_parse(p, 20, &t), NFQ_PARSE_OK);
+	assert_int_equal(t.l4_len, 0);
+}
+
+/* Every prefix of a valid packet is truncated, whatever field it cuts. */
+static void
+test_every_truncation_point(void **state)
+{
+	static const struct {
+		const uint8_t	*p;
+		size_t		 len;
+	} pkts[] = {
+		{ tcp_syn, sizeof(tcp_syn) },
+		{ udp_dgram, sizeof(udp_dgram) },
+		{ icmp_echo, sizeof(icmp_echo) },
+	};
+	size_t i, len;
+
+	(void)state;
+	for (i = 0; i < sizeof(pkts) / sizeof(pkts[0]); i++)
+		for (len = 0; len < pkts[i].len; len++)
+			assert_int_equal(parse(pkts[i].p, len),
+			    NFQ_PARSE_TRUNCATED);
+}
+
+/* The IP header is whole and consistent but says the L4 header is cut:
+ * total length (and len) end inside it. */
+static void
+test_l4_header_truncated(void **state)
+{
+	uint8_t p[64];
+	size_t k;
+
+	(void)state;
+	/* TCP: the fixed header, then the options the data offset claims. */
+	for (k = 0; k < 40; k++) {
+		memcpy(p, tcp_syn, sizeof(tcp_syn));
+		set_be16(p + 2, (uint16_t)(20 + k));
+		assert_int_equal(parse(p, 20 + k), NFQ_PARSE_TRUNCATED);
+		/* The same with bytes beyond the total length: still cut. */
+		assert_int_equal(parse(p, sizeof(tcp_syn)),
+		    NFQ_PARSE_TRUNCATED);
+	}
+	for (k = 0; k < 8; k++) {
+		memcpy(p, udp_dgram, sizeof(udp_dgram));
+		set_be16(p + 2, (uint16_t)(20 + k));
+		assert_int_equal(parse(p, 20 + k), NFQ_PARSE_TRUNCATED);
+		memcpy(p, icmp_echo, sizeof(icmp_echo));
+		set_be16(p + 2, (uint16_t)(20 + k));
+		assert_int_equal(parse(p, 20 + k), NFQ_PARSE_TRUNCATED);
+	}
+}
+
+static void
+test_len_zero(void **state)
+{
+	(void)state;
+	assert_int_equal(parse(udp_dgram, 0), NFQ_PARSE_TRUNCATED);
+}
+
+static void
+test_version(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+
+	(void)state;
+	memcpy(p, udp_dgram, sizeof(p));
+	p[0] = 0x60;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_VERSION);
+	/* The version nibble decides before the length does. */
+	assert_int_equal(parse(p, 1), NFQ_PARSE_BAD_VERSION);
+	p[0] = 0x05;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_VERSION);
+	p[0] = 0xf5;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_VERSION);
+}
+
+static void
+test_ihl(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+
+	(void)state;
+	memcpy(p, udp_dgram, sizeof(p));
+	p[0] = 0x44;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	p[0] = 0x40;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	/* IHL 15 = 60 bytes in a 33-byte packet. */
+	p[0] = 0x4f;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+	/* IHL 9 = 36 bytes: beyond len by exactly 3. */
+	p[0] = 0x49;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+}
+
+static void
+test_total_length(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+
+	(void)state;
+	memcpy(p, udp_dgram, sizeof(p));
+	set_be16(p + 2, 19);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	set_be16(p + 2, 0);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	/* With IHL 6 the header is 24 bytes: total 23 is below it. */
+	p[0] = 0x46;
+	set_be16(p + 2, 23);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	p[0] = 0x45;
+	set_be16(p + 2, sizeof(p) + 1);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+	set_be16(p + 2, 0xffff);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+}
+
+static void
+test_fragments(void **state)
+{
+	uint8_t p[sizeof(tcp_syn)];
+
+	(void)state;
+	memcpy(p, tcp_syn, sizeof(p));
+	p[6] = 0x20;			/* MF, offset 0: a first fragment */
+	p[7] = 0x00;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_FRAGMENT);
+	p[6] = 0x60;			/* DF and MF together */
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_FRAGMENT);
+	p[6] = 0x00;			/* offset 1 (8 bytes), last fragment */
+	p[7] = 0x01;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_FRAGMENT);
+	p[6] = 0x10;			/* offset in the high bits only */
+	p[7] = 0x00;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_FRAGMENT);
+	p[6] = 0x40;			/* DF alone is a whole packet */
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_OK);
+}
+
+static void
+test_tcp_data_offset(void **state)
+{
+	uint8_t p[sizeof(tcp_syn)];
+	uint8_t doff;
+
+	(void)state;
+	memcpy(p, tcp_syn, sizeof(p));
+	for (doff = 0; doff < 5; doff++) {
+		p[32] = (uint8_t)(doff << 4);
+		assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	}
+	/* 11 and 15 words: beyond the 40 bytes the packet has. */
+	p[32] = 0xb0;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+	p[32] = 0xf0;
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+	/* 5 words: the options become payload. */
+	p[32] = 0x50;
+	{
+		struct nfq_tuple t;
+
+		assert_int_equal(nfq_packet_parse(p, sizeof(p), &t),
+		    NFQ_PARSE_OK);
+		assert_int_equal(t.l4_len, 20);
+	}
+}
+
+static void
+test_udp_length(void **state)
+{
+	uint8_t p[sizeof(udp_dgram)];
+	uint16_t ulen;
+
+	(void)state;
+	memcpy(p, udp_dgram, sizeof(p));
+	for (ulen = 0; ulen < 8; ulen++) {
+		set_be16(p + 24, ulen);
+		assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_BAD_HEADER);
+	}
+	set_be16(p + 24, 14);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+	set_be16(p + 24, 0xffff);
+	assert_int_equal(parse(p, sizeof(p)), NFQ_PARSE_TRUNCATED);
+}
+
+static void
+test_strings(void **state)
+{
+	(void)state;
+	assert_string_equal(nfq_parse_error_str(NFQ_PARSE_OK), "ok");
+	assert_string_equal(nfq_parse_error_str(NFQ_PARSE_TRUNCATED),
+	    "truncated packet");
+	assert_string_equal(nfq_parse_error_str(NFQ_PARSE_BAD_VERSION),
+	    "not IPv4");
+	assert_string_equal(nfq_parse_error_str(NFQ_PARSE_BAD_HEADER),
+	    "malformed header");
+	assert_string_equal(nfq_parse_error_str(NFQ_PARSE_FRAGMENT),
+	    "IP fragment");
+	assert_string_equal(nfq_parse_error_str((enum nfq_parse_error)99),
+	    "unknown parse error");
+	assert_string_equal(nfq_proto_name(IPPROTO_TCP), "tcp");
+	assert_string_equal(nfq_proto_name(IPPROTO_UDP), "udp");
+	assert_string_equal(nfq_proto_name(IPPROTO_ICMP), "icmp");
+	assert_string_equal(nfq_proto_name(47), "ip");
+	assert_string_equal(nfq_proto_name(0), "ip");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tcp_syn),
+		cmocka_unit_test(test_tcp_payload_and_padding),
+		cmocka_unit_test(test_udp),
+		cmocka_unit_test(test_udp_length_bounds_payload),
+		cmocka_unit_test(test_icmp_echo),
+		cmocka_unit_test(test_icmp_unreachable_code),
+		cmocka_unit_test(test_ip_options),
+		cmocka_unit_test(test_other_protocol),
+		cmocka_unit_test(test_every_truncation_point),
+		cmocka_unit_test(test_l4_header_truncated),
+		cmocka_unit_test(test_len_zero),
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_ihl),
+		cmocka_unit_test(test_total_length),
+		cmocka_unit_test(test_fragments),
+		cmocka_unit_test(test_tcp_data_offset),
+		cmocka_unit_test(test_udp_length),
+		cmocka_unit_test(test_strings),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,980 @@
+/* policy.c: strict JSON policies with file:line:col errors; CIDR matching. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "dns/dns.h"
+#include "gateway/policy.h"
+
+/* The deepest path a policy has is "sluice" / "allowedCidrs" / index. */
+#define PATH_DEPTH_MAX	4
+/* Bytes of a user's entry quoted in an error message, quotes included. */
+#define QUOTE_MAX	96
+
+struct path_elem {
+	const char	*key;		/* NULL for an array element */
+	size_t		 index;
+};
+
+struct parser {
+	const char		*text;	/* the document jansson accepted */
+	size_t			 len;
+	const char		*origin;
+	char			*err;
+	size_t			 errlen;
+	struct path_elem	 path[PATH_DEPTH_MAX];
+	size_t			 depth;
+};
+
+/* Where the locator is in the text; line and col are those of *p. */
+struct cursor {
+	const char	*p;
+	const char	*end;
+	int		 line;
+	int		 col;
+};
+
+struct member {
+	const char	*key;
+	bool		(*parse)(struct parser *, json_t *, struct policy *);
+};
+
+enum num_status {
+	NUM_OK,
+	NUM_EMPTY,
+	NUM_SYNTAX,
+	NUM_LEADING_ZERO,
+	NUM_RANGE,
+};
+
+static void set_err(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool fail(struct parser *, bool, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The locator. jansson keeps no positions of values, so an error about a
+ * value finds it again in the text, which jansson has already accepted as
+ * valid JSON. Columns count characters, not bytes, as jansson's do.
+ */
+
+static void
+cur_next(struct cursor *c)
+{
+	unsigned char ch;
+
+	if (c->p >= c->end)
+		return;
+	ch = (unsigned char)*c->p++;
+	if (ch == '\n') {
+		c->line++;
+		c->col = 1;
+	} else if ((ch & 0xc0) != 0x80)
+		c->col++;
+}
+
+static void
+cur_skip_ws(struct cursor *c)
+{
+	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' ||
+	    *c->p == '\n' || *c->p == '\r'))
+		cur_next(c);
+}
+
+static unsigned long
+cur_hex4(struct cursor *c)
+{
+	unsigned long v = 0;
+	int i;
+
+	for (i = 0; i < 4 && c->p < c->end; i++) {
+		char h = *c->p;
+
+		v <<= 4;
+		if (h >= '0' && h <= '9')
+			v |= (unsigned long)(h - '0');
+		else if (h >= 'a' && h <= 'f')
+			v |= (unsigned long)(h - 'a' + 10);
+		else if (h >= 'A' && h <= 'F')
+			v |= (unsigned long)(h - 'A' + 10);
+		cur_next(c);
+	}
+	return v;
+}
+
+static size_t
+utf8_encode(unsigned long cp, unsigned char *buf)
+{
+	if (cp < 0x80) {
+		buf[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		buf[0] = (unsigned char)(0xc0 | cp >> 6);
+		buf[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		buf[0] = (unsigned char)(0xe0 | cp >> 12);
+		buf[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+		buf[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	buf[0] = (unsigned char)(0xf0 | cp >> 18);
+	buf[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+	buf[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+	buf[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/*
+ * Moves past the string at c; true if its decoded value equals want (keys
+ * may be written with escapes: "m\u006fde" is "mode").
+ */
+static bool
+cur_string(struct cursor *c, const char *want, size_t wantlen)
+{
+	unsigned char buf[4];
+	unsigned long cp, lo;
+	size_t off = 0, n;
+	bool eq = want != NULL;
+
+	cur_next(c);
+	while (c->p < c->end && *c->p != '"') {
+		if (*c->p != '\\') {
+			buf[0] = (unsigned char)*c->p;
+			n = 1;
+			cur_next(c);
+		} else {
+			cur_next(c);
+			if (c->p >= c->end)
+				break;
+			switch (*c->p) {
+			case 'b':	cp = '\b'; break;
+			case 'f':	cp = '\f'; break;
+			case 'n':	cp = '\n'; break;
+			case 'r':	cp = '\r'; break;
+			case 't':	cp = '\t'; break;
+			case 'u':	cp = 0; break;
+			default:	cp = (unsigned char)*c->p; break;
+			}
+			if (*c->p == 'u') {
+				cur_next(c);
+				cp = cur_hex4(c);
+				if (cp >= 0xd800 && cp <= 0xdbff &&
+				    c->end - c->p >= 6 && c->p[0] == '\\' &&
+				    c->p[1] == 'u') {
+					cur_next(c);
+					cur_next(c);
+					lo = cur_hex4(c);
+					cp = 0x10000 + ((cp - 0xd800) << 10) +
+					    (lo - 0xdc00);
+				}
+			} else
+				cur_next(c);
+			n = utf8_encode(cp, buf);
+		}
+		if (eq) {
+			if (wantlen - off < n ||
+			    memcmp(want + off, buf, n) != 0)
+				eq = false;
+			else
+				off += n;
+		}
+	}
+	cur_next(c);
+	return eq && off == wantlen;
+}
+
+static void
+cur_skip_value(struct cursor *c)
+{
+	int depth = 0;
+
+	if (c->p >= c->end)
+		return;
+	if (*c->p == '"') {
+		cur_string(c, NULL, 0);
+		return;
+	}
+	if (*c->p != '{' && *c->p != '[') {
+		while (c->p < c->end && strchr(",]} \t\r\n", *c->p) == NULL)
+			cur_next(c);
+		return;
+	}
+	while (c->p < c->end) {
+		if (*c->p == '"') {
+			cur_string(c, NULL, 0);
+			continue;
+		}
+		if (*c->p == '{' || *c->p == '[')
+			depth++;
+		else if (*c->p == '}' || *c->p == ']')
+			depth--;
+		cur_next(c);
+		if (depth == 0)
+			return;
+	}
+}
+
+/* Moves past the ',' after a member or element, if there is one. */
+static void
+cur_skip_comma(struct cursor *c)
+{
+	cur_skip_ws(c);
+	if (c->p < c->end && *c->p == ',')
+		cur_next(c);
+	cur_skip_ws(c);
+}
+
+/*
+ * Leaves c at the value the path names, or at its key when at_key. Should
+ * the path not be found (it always is in a document jansson parsed), c is
+ * left at the deepest value found.
+ */
+static void
+locate(struct cursor *c, const struct path_elem *path, size_t depth,
+    bool at_key)
+{
+	struct cursor parent, key;
+	size_t i, k;
+	bool found;
+
+	cur_skip_ws(c);
+	for (i = 0; i < depth; i++) {
+		parent = *c;
+		found = false;
+		if (c->p >= c->end)
+			return;
+		if (*c->p == '{' && path[i].key != NULL) {
+			cur_next(c);
+			cur_skip_ws(c);
+			while (c->p < c->end && *c->p == '"') {
+				key = *c;
+				found = cur_string(c, path[i].key,
+				    strlen(path[i].key));
+				cur_skip_ws(c);
+				if (c->p < c->end && *c->p == ':')
+					cur_next(c);
+				cur_skip_ws(c);
+				if (found)
+					break;
+				cur_skip_value(c);
+				cur_skip_comma(c);
+			}
+			if (found && at_key && i + 1 == depth) {
+				*c = key;
+				return;
+			}
+		} else if (*c->p == '[' && path[i].key == NULL) {
+			cur_next(c);
+			cur_skip_ws(c);
+			for (k = 0; k < path[i].index && c->p < c->end &&
+			    *c->p != ']'; k++) {
+				cur_skip_value(c);
+				cur_skip_comma(c);
+			}
+			found = c->p < c->end && *c->p != ']';
+		}
+		if (!found) {
+			*c = parent;
+			return;
+		}
+	}
+}
+
+/* Writes "a.b[3]" for the first depth elements of the path. */
+static void
+path_string(const struct parser *ps, size_t depth, char *buf, size_t size)
+{
+	size_t i, off = 0;
+	int n;
+
+	buf[0] = '\0';
+	for (i = 0; i < depth && off < size; i++) {
+		if (ps->path[i].key != NULL)
+			n = snprintf(buf + off, size - off, "%s%s",
+			    i > 0 ? "." : "", ps->path[i].key);
+		else
+			n = snprintf(buf + off, size - off, "[%zu]",
+			    ps->path[i].index);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
+/*
+ * Writes "origin:line:col: path: message" for the value at the current path
+ * (its key when at_key, the path then naming the object that holds it).
+ * Returns false, for the caller to return.
+ */
+static bool
+fail(struct parser *ps, bool at_key, const char *fmt, ...)
+{
+	struct cursor c = { ps->text, ps->text + ps->len, 1, 1 };
+	char where[128], msg[512];
+	size_t depth = ps->depth;
+	va_list ap;
+
+	locate(&c, ps->path, depth, at_key);
+	if (at_key && depth > 0)
+		depth--;
+	path_string(ps, depth, where, sizeof(where));
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (where[0] != '\0')
+		set_err(ps->err, ps->errlen, "%s:%d:%d: %s: %s", ps->origin,
+		    c.line, c.col, where, msg);
+	else
+		set_err(ps->err, ps->errlen, "%s:%d:%d: %s", ps->origin,
+		    c.line, c.col, msg);
+	return false;
+}
+
+static void
+path_push(struct parser *ps, const char *key, size_t index)
+{
+	/* The schema is three levels deep; deeper levels are never read. */
+	if (ps->depth == PATH_DEPTH_MAX)
+		return;
+	ps->path[ps->depth].key = key;
+	ps->path[ps->depth].index = index;
+	ps->depth++;
+}
+
+static void
+path_pop(struct parser *ps)
+{
+	if (ps->depth > 0)
+		ps->depth--;
+}
+
+/*
+ * Quotes a user's text for an error message: control characters (C0 and
+ * C1, which terminals obey) are escaped and long texts are cut.
+ * jansson has checked that the text is valid UTF-8.
+ */
+static const char *
+quote(char *buf, size_t size, const char *s, size_t len)
+{
+	size_t i = 0, off = 0, n;
+	unsigned char ch;
+
+	buf[off++] = '"';
+	while (i < len) {
+		ch = (unsigned char)s[i];
+		n = ch < 0x80 ? 1 : ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : 2;
+		if (n > len - i)
+			n = len - i;
+		/* Room for an escape, or n bytes, and for "...\"" and NUL. */
+		if (off + 6 + 5 > size) {
+			memcpy(buf + off, "...", 3);
+			off += 3;
+			break;
+		}
+		if (ch == '"' || ch == '\\') {
+			buf[off++] = '\\';
+			buf[off++] = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			off += (size_t)snprintf(buf + off, size - off,
+			    "\\u%04x", ch);
+		} else if (ch == 0xc2 && n == 2 &&
+		    (unsigned char)s[i + 1] < 0xa0) {
+			off += (size_t)snprintf(buf + off, size - off,
+			    "\\u%04x", (unsigned char)s[i + 1]);
+		} else {
+			memcpy(buf + off, s + i, n);
+			off += n;
+		}
+		i += n;
+	}
+	buf[off++] = '"';
+	buf[off] = '\0';
+	return buf;
+}
+
+static const char *
+json_kind(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+		return "true";
+	case JSON_FALSE:
+		return "false";
+	case JSON_NULL:
+		return "null";
+	}
+	return "an unknown value";
+}
+
+/*
+ * A decimal number in min..max written without sign, spaces or leading
+ * zeros: "080" could be read as octal elsewhere, so it is refused.
+ */
+static enum num_status
+parse_num(const char *s, size_t len, unsigned long min, unsigned long max,
+    unsigned long *out)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	if (len == 0)
+		return NUM_EMPTY;
+	for (i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return NUM_SYNTAX;
+	if (len > 1 && s[0] == '0')
+		return NUM_LEADING_ZERO;
+	for (i = 0; i < len; i++) {
+		v = v * 10 + (unsigned long)(s[i] - '0');
+		if (v > max)
+			return NUM_RANGE;
+	}
+	if (v < min)
+		return NUM_RANGE;
+	*out = v;
+	return NUM_OK;
+}
+
+static bool
+parse_port(struct parser *ps, const char *q, const char *s, size_t len,
+    uint16_t *port)
+{
+	unsigned long v;
+
+	switch (parse_num(s, len, 1, 65535, &v)) {
+	case NUM_OK:
+		*port = (uint16_t)v;
+		return true;
+	case NUM_EMPTY:
+		return fail(ps, false, "%s: missing port after ':'", q);
+	case NUM_LEADING_ZERO:
+		return fail(ps, false, "%s: port has leading zeros", q);
+	default:
+		return fail(ps, false, "%s: port must be 1..65535", q);
+	}
+}
+
+/* Returns NULL, or why s is no dotted-quad IPv4 address. */
+static const char *
+parse_ipv4(const char *s, size_t len, uint32_t *addr)
+{
+	const char *p = s, *end = s + len, *dot;
+	unsigned long v;
+	int i;
+
+	*addr = 0;
+	for (i = 0; i < 4; i++) {
+		dot = i < 3 ? memchr(p, '.', (size_t)(end - p)) : end;
+		if (dot == NULL)
+			return "not an IPv4 address (a.b.c.d)";
+		switch (parse_num(p, (size_t)(dot - p), 0, 255, &v)) {
+		case NUM_OK:
+			break;
+		case NUM_LEADING_ZERO:
+			return "leading zero in an address byte "
+			    "(octal is not accepted)";
+		case NUM_RANGE:
+			return "address byte out of range 0..255";
+		default:
+			return "not an IPv4 address (a.b.c.d)";
+		}
+		*addr = *addr << 8 | (uint32_t)v;
+		p = dot + 1;
+	}
+	return NULL;
+}
+
+static bool
+parse_cidr(struct parser *ps, const char *s, size_t len,
+    struct policy_cidr *c)
+{
+	char q[QUOTE_MAX];
+	const char *colon, *slash, *end, *dash, *why;
+	unsigned long prefix = 32;
+	uint32_t addr, mask;
+	size_t i, ncolons = 0;
+
+	quote(q, sizeof(q), s, len);
+	if (len == 0)
+		return fail(ps, false, "empty entry");
+	if (len >= POLICY_ENTRY_MAX)
+		return fail(ps, false, "%s: longer than %d bytes", q,
+		    POLICY_ENTRY_MAX - 1);
+	for (i = 0; i < len; i++) {
+		if (strchr(" \t\n\v\f\r", s[i]) != NULL)
+			return fail(ps, false,
+			    "%s: white space is not allowed", q);
+		if (s[i] == ':')
+			ncolons++;
+	}
+	colon = memchr(s, ':', len);
+	/* "a.b.c.d:80:90" is a bad port, "::1" and "2001:db8::/32" are IPv6. */
+	if (memchr(s, '[', len) != NULL || (ncolons > 1 &&
+	    memchr(s, '.', (size_t)(colon - s)) == NULL))
+		return fail(ps, false, "%s: IPv6 is not supported yet", q);
+
+	end = colon != NULL ? colon : s + len;
+	slash = memchr(s, '/', (size_t)(end - s));
+	why = parse_ipv4(s, (size_t)((slash != NULL ? slash : end) - s), &addr);
+	if (why != NULL)
+		return fail(ps, false, "%s: %s", q, why);
+	if (slash != NULL) {
+		switch (parse_num(slash + 1, (size_t)(end - slash - 1), 0, 32,
+		    &prefix)) {
+		case NUM_OK:
+			break;
+		case NUM_EMPTY:
+			return fail(ps, false,
+			    "%s: missing prefix length after '/'", q);
+		case NUM_LEADING_ZERO:
+			return fail(ps, false,
+			    "%s: prefix length has leading zeros", q);
+		default:
+			return fail(ps, false,
+			    "%s: prefix length must be 0..32", q);
+		}
+	}
+	/* A shift by 32 is undefined. */
+	mask = prefix == 0 ? 0 : UINT32_C(0xffffffff) << (32 - prefix);
+	if ((addr & ~mask) != 0)
+		return fail(ps, false,
+		    "%s: host bits are set; did you mean %u.%u.%u.%u/%lu?", q,
+		    (addr & mask) >> 24, (addr & mask) >> 16 & 0xff,
+		    (addr & mask) >> 8 & 0xff, addr & mask & 0xff, prefix);
+
+	c->port_lo = 0;
+	c->port_hi = 65535;
+	if (colon != NULL) {
+		const char *ports = colon + 1;
+		size_t plen = len - (size_t)(ports - s);
+
+		dash = memchr(ports, '-', plen);
+		if (dash == NULL) {
+			if (!parse_port(ps, q, ports, plen, &c->port_lo))
+				return false;
+			c->port_hi = c->port_lo;
+		} else {
+			if (dash == ports || dash == ports + plen - 1)
+				return fail(ps, false,
+				    "%s: port range must be low-high", q);
+			if (!parse_port(ps, q, ports, (size_t)(dash - ports),
+			    &c->port_lo) ||
+			    !parse_port(ps, q, dash + 1,
+			    plen - (size_t)(dash + 1 - ports), &c->port_hi))
+				return false;
+			if (c->port_lo > c->port_hi)
+				return fail(ps, false,
+				    "%s: port range is empty (%u > %u)", q,
+				    (unsigned)c->port_lo, (unsigned)c->port_hi);
+		}
+	}
+	c->addr = htonl(addr);
+	c->mask = htonl(mask);
+	memcpy(c->text, s, len);
+	c->text[len] = '\0';
+	return true;
+}
+
+static bool
+parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
+    struct policy_domain *d)
+{
+	char q[QUOTE_MAX];
+	const char *name = s, *colon, *why;
+	size_t namelen = len, i;
+
+	quote(q, sizeof(q), s, len);
+	if (len == 0)
+		return fail(ps, false, "empty entry");
+	if (len >= POLICY_ENTRY_MAX)
+		return fail(ps, false, "%s: longer than %d bytes", q,
+		    POLICY_ENTRY_MAX - 1);
+	for (i = 0; i < len; i++)
+		if ((unsigned char)s[i] >= 0x80)
+			return fail(ps, false, "%s: not ASCII; write "
+			    "internationalised names in punycode (xn--...)",
+			    q);
+	memcpy(d->text, s, len);
+	d->text[len] = '\0';
+
+	if (len == 1 && s[0] == '*') {
+		if (!denied)
+			return fail(ps, false, "%s: a bare \"*\" is only "
+			    "allowed in deniedDomains", q);
+		d->any = true;
+		return true;
+	}
+	/* Names hold no ':', so the last one starts a port. */
+	if ((colon = memrchr(s, ':', len)) != NULL) {
+		namelen = (size_t)(colon - s);
+		if (namelen == 1 && s[0] == '*')
+			return fail(ps, false, denied ?
+			    "%s: a bare \"*\" takes no port" :
+			    "%s: a bare \"*\" is only allowed in deniedDomains",
+			    q);
+		if (!parse_port(ps, q, colon + 1, len - namelen - 1, &d->port))
+			return false;
+	}
+	if (namelen >= 2 && name[0] == '*' && name[1] == '.') {
+		d->wildcard = true;
+		name += 2;
+		namelen -= 2;
+	}
+	if (memchr(name, '*', namelen) != NULL)
+		return fail(ps, false, "%s: '*' is only allowed as a whole "
+		    "first label, as in \"*.example.com\"", q);
+	if (!dns_name_normalize(name, namelen, d->name, &why))
+		return fail(ps, false, "%s: %s", q, why);
+	return true;
+}
+
+static bool
+parse_list_start(struct parser *ps, json_t *v)
+{
+	if (!json_is_array(v))
+		return fail(ps, false, "must be an array of strings, not %s",
+		    json_kind(v));
+	if (json_array_size(v) > POLICY_MAX_ENTRIES)
+		return fail(ps, false, "more than %d entries",
+		    POLICY_MAX_ENTRIES);
+	return true;
+}
+
+static bool
+parse_domains(struct parser *ps, json_t *v, bool denied,
+    struct policy_domain **out, size_t *nout)
+{
+	json_t *e;
+	size_t i;
+
+	if (!parse_list_start(ps, v))
+		return false;
+	if (json_array_size(v) > 0 &&
+	    (*out = calloc(json_array_size(v), sizeof(**out))) == NULL)
+		return fail(ps, false, "out of memory");
+	json_array_foreach(v, i, e) {
+		path_push(ps, NULL, i);
+		if (!json_is_string(e))
+			return fail(ps, false, "must be a string, not %s",
+			    json_kind(e));
+		if (!parse_domain(ps, json_string_value(e),
+		    json_string_length(e), denied, &(*out)[i]))
+			return false;
+		(*nout)++;
+		path_pop(ps);
+	}
+	return true;
+}
+
+static bool
+parse_allowed_domains(struct parser *ps, json_t *v, struct policy *p)
+{
+	return parse_domains(ps, v, false, &p->allowed, &p->nallowed);
+}
+
+static bool
+parse_denied_domains(struct parser *ps, json_t *v, struct policy *p)
+{
+	return parse_domains(ps, v, true, &p->denied, &p->ndenied);
+}
+
+static bool
+parse_cidrs(struct parser *ps, json_t *v, struct policy *p)
+{
+	json_t *e;
+	size_t i;
+
+	if (!parse_list_start(ps, v))
+		return false;
+	if (json_array_size(v) > 0 &&
+	    (p->cidrs = calloc(json_array_size(v), sizeof(*p->cidrs))) == NULL)
+		return fail(ps, false, "out of memory");
+	json_array_foreach(v, i, e) {
+		path_push(ps, NULL, i);
+		if (!json_is_string(e))
+			return fail(ps, false, "must be a string, not %s",
+			    json_kind(e));
+		if (!parse_cidr(ps, json_string_value(e),
+		    json_string_length(e), &p->cidrs[i]))
+			return false;
+		p->ncidrs++;
+		path_pop(ps);
+	}
+	return true;
+}
+
+static bool
+parse_mode(struct parser *ps, json_t *v, struct policy *p)
+{
+	char q[QUOTE_MAX];
+	const char *s;
+
+	if (!json_is_string(v))
+		return fail(ps, false,
+		    "must be \"enforce\" or \"audit\", not %s", json_kind(v));
+	s = json_string_value(v);
+	if (strcmp(s, "enforce") == 0)
+		p->mode = POLICY_ENFORCE;
+	else if (strcmp(s, "audit") == 0)
+		p->mode = POLICY_AUDIT;
+	else
+		return fail(ps, false, "%s: must be \"enforce\" or \"audit\"",
+		    quote(q, sizeof(q), s, json_string_length(v)));
+	return true;
+}
+
+/* Walks an object's members in document order, refusing unknown keys. */
+static bool
+parse_members(struct parser *ps, json_t *obj, const struct member *members,
+    const char *known, struct policy *p)
+{
+	char q[QUOTE_MAX];
+	const struct member *m;
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(obj))
+		return fail(ps, false, "must be an object, not %s",
+		    json_kind(obj));
+	json_object_foreach(obj, key, v) {
+		path_push(ps, key, 0);
+		for (m = members; m->key != NULL; m++)
+			if (strcmp(m->key, key) == 0)
+				break;
+		if (m->key == NULL)
+			return fail(ps, true, "unknown key %s (known: %s)",
+			    quote(q, sizeof(q), key, strlen(key)), known);
+		if (!m->parse(ps, v, p))
+			return false;
+		path_pop(ps);
+	}
+	return true;
+}
+
+static const struct member network_members[] = {
+	{ "allowedDomains",	parse_allowed_domains },
+	{ "deniedDomains",	parse_denied_domains },
+	{ NULL,			NULL },
+};
+
+static const struct member sluice_members[] = {
+	{ "mode",		parse_mode },
+	{ "allowedCidrs",	parse_cidrs },
+	{ NULL,			NULL },
+};
+
+static bool
+parse_network(struct parser *ps, json_t *v, struct policy *p)
+{
+	return parse_members(ps, v, network_members,
+	    "allowedDomains, deniedDomains", p);
+}
+
+static bool
+parse_sluice(struct parser *ps, json_t *v, struct policy *p)
+{
+	return parse_members(ps, v, sluice_members, "mode, allowedCidrs", p);
+}
+
+static const struct member top_members[] = {
+	{ "network",	parse_network },
+	{ "sluice",	parse_sluice },
+	{ NULL,		NULL },
+};
+
+/* Parses p->text, which p owns; on failure the caller frees p. */
+static bool
+parse_text(struct policy *p, const char *origin, char *err, size_t errlen)
+{
+	struct parser ps = {
+		.text = p->text,
+		.len = p->textlen,
+		.origin = origin,
+		.err = err,
+		.errlen = errlen,
+	};
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	json_error_t jerr;
+	json_t *root;
+	bool ok;
+
+	if (EVP_Digest(p->text, p->textlen, md, &mdlen, EVP_sha256(),
+	    NULL) != 1 || mdlen != 32) {
+		set_err(err, errlen, "%s: cannot compute SHA-256", origin);
+		return false;
+	}
+	for (i = 0; i < mdlen; i++)
+		snprintf(p->sha256 + 2 * i, 3, "%02x", md[i]);
+
+	/* No JSON_DISABLE_EOF_CHECK: text after the object is an error. */
+	root = json_loadb(p->text, p->textlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		set_err(err, errlen, "%s:%d:%d: %s", origin, jerr.line,
+		    jerr.column, jerr.text);
+		return false;
+	}
+	if (!json_is_object(root))
+		ok = fail(&ps, false, "top level must be an object, not %s",
+		    json_kind(root));
+	else
+		ok = parse_members(&ps, root, top_members, "network, sluice",
+		    p);
+	json_decref(root);
+	return ok;
+}
+
+struct policy *
+policy_parse(const char *text, size_t len, const char *origin, char *err,
+    size_t errlen)
+{
+	struct policy *p;
+
+	if (origin == NULL)
+		origin = "policy";
+	if (len > POLICY_MAX_BYTES) {
+		set_err(err, errlen, "%s: larger than %d bytes", origin,
+		    POLICY_MAX_BYTES);
+		return NULL;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->text = malloc(len + 1)) == NULL) {
+		set_err(err, errlen, "%s: out of memory", origin);
+		free(p);
+		return NULL;
+	}
+	if (len > 0)
+		memcpy(p->text, text, len);
+	p->text[len] = '\0';
+	p->textlen = len;
+	if (!parse_text(p, origin, err, errlen)) {
+		policy_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+struct policy *
+policy_load(const char *path, char *err, size_t errlen)
+{
+	struct policy *p = NULL;
+	char *buf = NULL, *shrunk;
+	size_t len = 0, n;
+	FILE *f;
+
+	if ((f = fopen(path, "rb")) == NULL) {
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	/* Reading one byte more than allowed tells a larger file apart. */
+	if ((buf = malloc(POLICY_MAX_BYTES + 1)) == NULL) {
+		set_err(err, errlen, "%s: out of memory", path);
+		goto cleanup;
+	}
+	while (len < POLICY_MAX_BYTES + 1 &&
+	    (n = fread(buf + len, 1, POLICY_MAX_BYTES + 1 - len, f)) > 0)
+		len += n;
+	if (ferror(f)) {
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	if (len > POLICY_MAX_BYTES) {
+		set_err(err, errlen, "%s: larger than %d bytes", path,
+		    POLICY_MAX_BYTES);
+		goto cleanup;
+	}
+	buf[len] = '\0';
+	if ((shrunk = realloc(buf, len + 1)) != NULL)
+		buf = shrunk;
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		set_err(err, errlen, "%s: out of memory", path);
+		goto cleanup;
+	}
+	p->text = buf;
+	p->textlen = len;
+	buf = NULL;
+	if (!parse_text(p, path, err, errlen)) {
+		policy_free(p);
+		p = NULL;
+	}
+cleanup:
+	free(buf);
+	fclose(f);
+	return p;
+}
+
+void
+policy_free(struct policy *p)
+{
+	if (p == NULL)
+		return;
+	free(p->cidrs);
+	free(p->allowed);
+	free(p->denied);
+	free(p->text);
+	free(p);
+}
+
+const struct policy_cidr *
+policy_match_cidr(const struct policy *p, uint32_t daddr, uint16_t dport,
+    bool *addr_matched)
+{
+	const struct policy_cidr *c;
+	bool addr_seen = false;
+	size_t i;
+
+	/*
+	 * Linear in the entries, at most POLICY_MAX_ENTRIES, for each new
+	 * flow; a prefix tree is due if long CIDR lists become common.
+	 */
+	for (i = 0; i < p->ncidrs; i++) {
+		c = &p->cidrs[i];
+		if ((daddr & c->mask) != c->addr)
+			continue;
+		if (dport >= c->port_lo && dport <= c->port_hi) {
+			if (addr_matched != NULL)
+				*addr_matched = false;
+			return c;
+		}
+		addr_seen = true;
+	}
+	if (addr_matched != NULL)
+		*addr_matched = addr_seen;
+	return NULL;
+}
+
+const char *
+policy_mode_name(enum policy_mode mode)
+{
+	return mode == POLICY_AUDIT ? "audit" : "enforce";
+}

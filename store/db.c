@@ -1,0 +1,448 @@
+/* db.c: the SQLite side of the audit log: open, schema, one batch per transaction. */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "store/store_int.h"
+
+/*
+ * During open a busy lock is most likely another sluiced creating the same
+ * schema, which is worth waiting for. Once running, the writer gives up
+ * quickly and retries the whole batch later: a reader or a second process
+ * holding a lock must never keep the queue from moving for long.
+ */
+#define OPEN_BUSY_MS	2000
+#define WRITE_BUSY_MS	100
+
+/* Table and column names are a contract with operators' queries. */
+static const char schema_sql[] =
+	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	" deleted_us INTEGER) STRICT;"
+	"CREATE TABLE policies (id INTEGER PRIMARY KEY, sandbox TEXT NOT NULL,"
+	" ts INTEGER NOT NULL, sha256 TEXT NOT NULL, text TEXT NOT NULL) STRICT;"
+	"CREATE TABLE flows (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"
+	" sandbox TEXT, proto TEXT NOT NULL, src_ip TEXT NOT NULL,"
+	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
+	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT) STRICT;"
+	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
+	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
+	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
+	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
+	"CREATE VIEW flow_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch') AS time,"
+	" sandbox, proto, src_ip, src_port, dst_ip, dst_port, verdict, reason,"
+	" rule, policy_sha256 FROM flows;";
+
+static const char flow_sql[] =
+	"INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"
+	" dst_port, verdict, reason, rule, policy_sha256)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+static const char sandbox_add_sql[] =
+	"INSERT INTO sandboxes (name, ifname, addr, created_us)"
+	" VALUES (?1, ?2, ?3, ?4)";
+/* A name can be reused after a delete; only the live row is closed. */
+static const char sandbox_del_sql[] =
+	"UPDATE sandboxes SET deleted_us = ?2 WHERE id = (SELECT max(id)"
+	" FROM sandboxes WHERE name = ?1 AND deleted_us IS NULL)";
+static const char policy_sql[] =
+	"INSERT INTO policies (sandbox, ts, sha256, text)"
+	" VALUES (?1, ?2, ?3, ?4)";
+
+struct store_db {
+	sqlite3		*db;
+	sqlite3_stmt	*begin;
+	sqlite3_stmt	*commit;
+	sqlite3_stmt	*rollback;
+	sqlite3_stmt	*flow;
+	sqlite3_stmt	*sandbox_add;
+	sqlite3_stmt	*sandbox_del;
+	sqlite3_stmt	*policy;
+};
+
+static void __attribute__((format(printf, 4, 5)))
+set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(err, errlen, "%s: %s", path, msg);
+}
+
+/* mkdir -p of path's parent; the log holds who talked to whom, hence 0750. */
+static int
+make_parent(const char *path)
+{
+	char dir[PATH_MAX];
+	char *slash, *p;
+
+	if (strlen(path) >= sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(dir, path);
+	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (p = dir + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) == -1 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(dir, 0750) == -1 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* Runs a statement that returns at most one value, an integer. */
+static int
+query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Switches to WAL and reads back the mode: on some filesystems it stays put. */
+static int
+set_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	const unsigned char *mode;
+	int rc, ret = -1;
+
+	rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+	else if ((mode = sqlite3_column_text(st, 0)) == NULL ||
+	    strcmp((const char *)mode, "wal") != 0)
+		set_err(err, errlen, path, "journal_mode is '%s', not 'wal'",
+		    mode ? (const char *)mode : "?");
+	else
+		ret = 0;
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* user_version says whose and which schema this is; refuse what is not ours. */
+static int
+check_version(sqlite3 *db, int64_t version, const char *path, char *err,
+    size_t errlen)
+{
+	int64_t tables;
+
+	if (version > STORE_SCHEMA_VERSION) {
+		set_err(err, errlen, path, "database schema version %lld is newer"
+		    " than this sluice (%d)", (long long)version,
+		    STORE_SCHEMA_VERSION);
+		return -1;
+	}
+	if (version < 0) {
+		set_err(err, errlen, path, "database schema version %lld is"
+		    " unknown", (long long)version);
+		return -1;
+	}
+	if (version == 0) {
+		/* Version 0 with tables: some other program's database. */
+		if (query_int(db, "SELECT count(*) FROM sqlite_schema",
+		    &tables) != SQLITE_OK) {
+			set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+			return -1;
+		}
+		if (tables > 0) {
+			set_err(err, errlen, path, "not a sluice database"
+			    " (user_version 0 but it has tables)");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Creates the schema if the file is new. The version is read again inside
+ * the write transaction: a second process may have created it meanwhile.
+ */
+static int
+make_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	int64_t version;
+	char sql[sizeof(schema_sql) + 64];
+
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	if (query_int(db, "PRAGMA user_version", &version) != SQLITE_OK)
+		goto fail;
+	if (check_version(db, version, path, err, errlen) == -1)
+		goto rollback;
+	if (version == 0) {
+		snprintf(sql, sizeof(sql), "%sPRAGMA user_version = %d;",
+		    schema_sql, STORE_SCHEMA_VERSION);
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			goto fail;
+	}
+	if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	return 0;
+
+fail:
+	set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+rollback:
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+static int
+prepare(struct store_db *d)
+{
+	const struct {
+		sqlite3_stmt	**st;
+		const char	 *sql;
+	} stmts[] = {
+		{ &d->begin, "BEGIN IMMEDIATE" },
+		{ &d->commit, "COMMIT" },
+		{ &d->rollback, "ROLLBACK" },
+		{ &d->flow, flow_sql },
+		{ &d->sandbox_add, sandbox_add_sql },
+		{ &d->sandbox_del, sandbox_del_sql },
+		{ &d->policy, policy_sql },
+	};
+	size_t i;
+
+	/* PERSISTENT: these live as long as the connection. */
+	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
+		if (sqlite3_prepare_v3(d->db, stmts[i].sql, -1,
+		    SQLITE_PREPARE_PERSISTENT, stmts[i].st, NULL) != SQLITE_OK)
+			return -1;
+	return 0;
+}
+
+struct store_db *
+store_db_open(const char *path, char *err, size_t errlen)
+{
+	struct store_db *d;
+	int64_t version;
+	int rc;
+
+	if (path == NULL || *path == '\0') {
+		set_err(err, errlen, "(null)", "no database path");
+		return NULL;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL) {
+		set_err(err, errlen, path, "%s", strerror(errno));
+		return NULL;
+	}
+	if (make_parent(path) == -1) {
+		set_err(err, errlen, path, "cannot create its directory: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	/* The writer thread uses the connection on its own from here on. */
+	if (!sqlite3_threadsafe()) {
+		set_err(err, errlen, path, "SQLite was built without threads");
+		goto fail;
+	}
+	/*
+	 * NOMUTEX: after open only the writer thread touches this connection
+	 * (pthread_create orders open before it), so SQLite's per-connection
+	 * mutex would only cost. EXRESCODE: say which I/O error it was.
+	 */
+	rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+	    NULL);
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, path, "%s", d->db ? sqlite3_errmsg(d->db) :
+		    sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_busy_timeout(d->db, OPEN_BUSY_MS);
+
+	/*
+	 * The first read of the file: a file that is not a database fails
+	 * here, and a newer schema is refused before anything is changed.
+	 */
+	if (query_int(d->db, "PRAGMA user_version", &version) != SQLITE_OK) {
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		goto fail;
+	}
+	if (check_version(d->db, version, path, err, errlen) == -1)
+		goto fail;
+	if (set_wal(d->db, path, err, errlen) == -1)
+		goto fail;
+	/* WAL + NORMAL: a power loss may lose the last commits, never corrupt. */
+	if (sqlite3_exec(d->db, "PRAGMA synchronous = NORMAL;"
+	    "PRAGMA foreign_keys = OFF", NULL, NULL, NULL) != SQLITE_OK) {
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		goto fail;
+	}
+	if (make_schema(d->db, path, err, errlen) == -1)
+		goto fail;
+	if (prepare(d) == -1) {
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		goto fail;
+	}
+	sqlite3_busy_timeout(d->db, WRITE_BUSY_MS);
+	return d;
+
+fail:
+	store_db_close(d);
+	return NULL;
+}
+
+/* The ring slot outlives the statement's step, so no copies are needed. */
+static void
+bind_text(sqlite3_stmt *st, int col, const char *s, int empty_is_null)
+{
+	if (s == NULL || (empty_is_null && *s == '\0'))
+		sqlite3_bind_null(st, col);
+	else
+		sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
+}
+
+static void
+bind_port(sqlite3_stmt *st, int col, int port)
+{
+	if (port < 0)
+		sqlite3_bind_null(st, col);
+	else
+		sqlite3_bind_int(st, col, port);
+}
+
+static int
+step_reset(sqlite3_stmt *st)
+{
+	int rc;
+
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc;
+}
+
+static int
+write_flow(struct store_db *d, const struct store_flow *f)
+{
+	sqlite3_stmt *st = d->flow;
+
+	sqlite3_bind_int64(st, 1, f->ts_us);
+	bind_text(st, 2, f->sandbox, 1);
+	bind_text(st, 3, f->proto, 0);
+	bind_text(st, 4, f->src_ip, 0);
+	bind_port(st, 5, f->src_port);
+	bind_text(st, 6, f->dst_ip, 0);
+	bind_port(st, 7, f->dst_port);
+	bind_text(st, 8, f->verdict, 0);
+	bind_text(st, 9, f->reason, 0);
+	bind_text(st, 10, f->rule, 1);
+	bind_text(st, 11, f->policy_sha256, 1);
+	return step_reset(st);
+}
+
+static int
+write_sandbox(struct store_db *d, const struct store_sandbox_rec *r)
+{
+	sqlite3_stmt *st;
+
+	if (r->deleted) {
+		st = d->sandbox_del;
+		bind_text(st, 1, r->name, 0);
+		sqlite3_bind_int64(st, 2, r->ts_us);
+	} else {
+		st = d->sandbox_add;
+		bind_text(st, 1, r->name, 0);
+		bind_text(st, 2, r->ifname, 0);
+		bind_text(st, 3, r->addr, 0);
+		sqlite3_bind_int64(st, 4, r->ts_us);
+	}
+	return step_reset(st);
+}
+
+static int
+write_policy(struct store_db *d, const struct store_policy_rec *r)
+{
+	sqlite3_stmt *st = d->policy;
+
+	bind_text(st, 1, r->sandbox, 0);
+	sqlite3_bind_int64(st, 2, r->ts_us);
+	bind_text(st, 3, r->sha256, 0);
+	bind_text(st, 4, r->text, 0);
+	return step_reset(st);
+}
+
+int
+store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
+    size_t head, size_t n)
+{
+	const struct store_rec *r;
+	size_t i;
+	int rc = SQLITE_DONE;
+
+	/* IMMEDIATE: take the write lock now, not halfway through the batch. */
+	if (step_reset(d->begin) != SQLITE_DONE)
+		return -1;
+	for (i = 0; i < n && rc == SQLITE_DONE; i++) {
+		r = &ring[(head + i) % cap];
+		switch (r->kind) {
+		case STORE_REC_FLOW:
+			rc = write_flow(d, &r->u.flow);
+			break;
+		case STORE_REC_SANDBOX:
+			rc = write_sandbox(d, &r->u.sandbox);
+			break;
+		case STORE_REC_POLICY:
+			rc = write_policy(d, &r->u.policy);
+			break;
+		}
+	}
+	if (rc == SQLITE_DONE && step_reset(d->commit) == SQLITE_DONE)
+		return 0;
+	/* SQLite rolls back by itself after some errors (FULL, IOERR...). */
+	if (!sqlite3_get_autocommit(d->db))
+		step_reset(d->rollback);
+	return -1;
+}
+
+void
+store_db_close(struct store_db *d)
+{
+	if (d == NULL)
+		return;
+	sqlite3_finalize(d->begin);
+	sqlite3_finalize(d->commit);
+	sqlite3_finalize(d->rollback);
+	sqlite3_finalize(d->flow);
+	sqlite3_finalize(d->sandbox_add);
+	sqlite3_finalize(d->sandbox_del);
+	sqlite3_finalize(d->policy);
+	sqlite3_close(d->db);
+	free(d);
+}

@@ -1,0 +1,913 @@
+/* test_store.c: the audit log against real SQLite files in a scratch directory. */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store/store.h"
+
+struct fixture {
+	char	dir[64];
+	char	path[128];	/* dir/audit.db */
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *fx;
+
+	if ((fx = calloc(1, sizeof(*fx))) == NULL)
+		return -1;
+	strcpy(fx->dir, "/tmp/sluice-test-store.XXXXXX");
+	if (mkdtemp(fx->dir) == NULL) {
+		free(fx);
+		return -1;
+	}
+	snprintf(fx->path, sizeof(fx->path), "%s/audit.db", fx->dir);
+	*state = fx;
+	return 0;
+}
+
+static int
+rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *fx = *state;
+	int rc;
+
+	rc = nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(fx);
+	return rc;
+}
+
+/* A second connection, as an operator's sqlite3 shell would be. */
+static sqlite3 *
+peer_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE, NULL), SQLITE_OK);
+	return db;
+}
+
+static void
+peer_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", sql, msg ? msg : "?");
+}
+
+static int64_t
+query_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	int64_t v;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Copies the single text result of sql into buf ("NULL" for NULL). */
+static const char *
+query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *st;
+	const unsigned char *t;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	t = sqlite3_column_text(st, 0);
+	snprintf(buf, len, "%s", t ? (const char *)t : "NULL");
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static int64_t
+path_count(const char *path, const char *sql)
+{
+	sqlite3 *db = peer_open(path);
+	int64_t n = query_int(db, sql);
+
+	sqlite3_close(db);
+	return n;
+}
+
+static void
+expect_text(sqlite3_stmt *st, int col, const char *want)
+{
+	if (want == NULL) {
+		assert_int_equal(sqlite3_column_type(st, col), SQLITE_NULL);
+		return;
+	}
+	assert_int_equal(sqlite3_column_type(st, col), SQLITE_TEXT);
+	assert_string_equal((const char *)sqlite3_column_text(st, col), want);
+}
+
+static void
+expect_int(sqlite3_stmt *st, int col, int64_t want)
+{
+	assert_int_equal(sqlite3_column_type(st, col), SQLITE_INTEGER);
+	assert_int_equal(sqlite3_column_int64(st, col), want);
+}
+
+static void
+expect_null(sqlite3_stmt *st, int col)
+{
+	assert_int_equal(sqlite3_column_type(st, col), SQLITE_NULL);
+}
+
+static struct store *
+open_ok(const char *path, const struct store_opts *opts)
+{
+	char err[512] = "";
+	struct store *s;
+
+	s = store_open(path, opts, err, sizeof(err));
+	if (s == NULL)
+		fail_msg("store_open: %s", err);
+	return s;
+}
+
+static void
+make_flow(struct store_flow *f, int64_t ts, int dst_port)
+{
+	memset(f, 0, sizeof(*f));
+	f->ts_us = ts;
+	strcpy(f->sandbox, "task-a");
+	f->proto = "tcp";
+	strcpy(f->src_ip, "10.77.0.2");
+	f->src_port = 40000;
+	strcpy(f->dst_ip, "192.0.2.10");
+	f->dst_port = dst_port;
+	f->verdict = "allow";
+	f->reason = "sni-allowed";
+	strcpy(f->rule, "example.com:443");
+	strcpy(f->policy_sha256, "ab");
+}
+
+static void
+wait_write_error(struct store *s)
+{
+	struct store_stats st;
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		store_stats(s, &st);
+		if (st.write_errors > 0)
+			return;
+		usleep(10000);
+	}
+	fail_msg("the writer never reported a failed transaction");
+}
+
+static void
+test_schema(void **state)
+{
+	struct fixture *fx = *state;
+	char path[320], dir[256], buf[256];
+	struct stat sb;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	static const char *const flow_cols[] = { "id", "ts", "sandbox",
+	    "proto", "src_ip", "src_port", "dst_ip", "dst_port", "verdict",
+	    "reason", "rule", "policy_sha256" };
+	int i;
+
+	/* Two missing directory levels: both are made. */
+	snprintf(dir, sizeof(dir), "%s/var/sluice", fx->dir);
+	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	s = open_ok(path, NULL);
+	assert_int_equal(stat(dir, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0750);
+
+	db = peer_open(path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
+	    sizeof(buf)), "wal");
+	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
+	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
+	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
+	    "flow_log,flows,flows_dst,flows_sandbox_ts,flows_verdict_ts,"
+	    "policies,policies_sandbox,sandboxes");
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_list"
+	    " WHERE name IN ('flows','policies','sandboxes') AND strict = 1"),
+	    3);
+
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT name FROM"
+	    " pragma_table_info('flows') ORDER BY cid", -1, &st, NULL),
+	    SQLITE_OK);
+	for (i = 0; i < (int)(sizeof(flow_cols) / sizeof(flow_cols[0])); i++) {
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		expect_text(st, 0, flow_cols[i]);
+	}
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_flows_round_trip(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	s = open_ok(fx->path, NULL);
+
+	memset(&f, 0, sizeof(f));
+	f.ts_us = 1700000000123456;
+	strcpy(f.sandbox, "task-a");
+	f.proto = "tcp";
+	strcpy(f.src_ip, "10.77.0.2");
+	f.src_port = 51234;
+	strcpy(f.dst_ip, "2001:db8::1");
+	f.dst_port = 443;
+	f.verdict = "deny";
+	f.reason = "sni-not-allowed";
+	strcpy(f.rule, "*.example.com:443");
+	memset(f.policy_sha256, 'e', 64);
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	/* Every "none" maps to NULL. */
+	memset(&f, 0, sizeof(f));
+	f.ts_us = 1700000001000000;
+	f.proto = "icmp";
+	strcpy(f.src_ip, "10.77.0.6");
+	f.src_port = -1;
+	strcpy(f.dst_ip, "198.51.100.7");
+	f.dst_port = -1;
+	f.verdict = "audit";
+	f.reason = "no-sandbox";
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	/* Port 0 is a port, not "none". */
+	make_flow(&f, 1700000002000000, 0);
+	f.src_port = 0;
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 3);
+	assert_int_equal(stats.written, 3);
+	assert_int_equal(stats.depth, 0);
+	assert_int_equal(stats.rejected, 0);
+	assert_int_equal(stats.write_errors, 0);
+	assert_true(stats.batches >= 1);
+
+	db = peer_open(fx->path);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
+	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
+	    " policy_sha256 FROM flows ORDER BY id", -1, &st, NULL), SQLITE_OK);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_int(st, 1, 1700000000123456);
+	expect_text(st, 2, "task-a");
+	expect_text(st, 3, "tcp");
+	expect_text(st, 4, "10.77.0.2");
+	expect_int(st, 5, 51234);
+	expect_text(st, 6, "2001:db8::1");
+	expect_int(st, 7, 443);
+	expect_text(st, 8, "deny");
+	expect_text(st, 9, "sni-not-allowed");
+	expect_text(st, 10, "*.example.com:443");
+	expect_text(st, 11, "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+	    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_int(st, 1, 1700000001000000);
+	expect_null(st, 2);
+	expect_text(st, 3, "icmp");
+	expect_text(st, 4, "10.77.0.6");
+	expect_null(st, 5);
+	expect_text(st, 6, "198.51.100.7");
+	expect_null(st, 7);
+	expect_text(st, 8, "audit");
+	expect_text(st, 9, "no-sandbox");
+	expect_null(st, 10);
+	expect_null(st, 11);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 3);
+	expect_int(st, 5, 0);
+	expect_int(st, 7, 0);
+	expect_text(st, 8, "allow");
+
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_flow_log_time(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store *s;
+	sqlite3 *db;
+	char buf[64];
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 1700000000123456, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 0, 80);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT time FROM flow_log"
+	    " WHERE dst_port = 443", buf, sizeof(buf)),
+	    "2023-11-14T22:13:20.123Z");
+	assert_string_equal(query_text(db, "SELECT time FROM flow_log"
+	    " WHERE dst_port = 80", buf, sizeof(buf)),
+	    "1970-01-01T00:00:00.000Z");
+	assert_string_equal(query_text(db, "SELECT sandbox || ' ' || verdict"
+	    " || ' ' || reason FROM flow_log WHERE dst_port = 443", buf,
+	    sizeof(buf)), "task-a allow sni-allowed");
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_sandboxes_and_policies(void **state)
+{
+	struct fixture *fx = *state;
+	static const char text[] = "{\n  \"allow\": [\"example.com:443\"],\n"
+	    "  \"note\": \"dns \\\"only\\\"; 'quoted'\"\n}\n";
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char sha[65];
+
+	s = open_ok(fx->path, NULL);
+	assert_int_equal(store_put_sandbox(s, 100, "task-a", "add", "sl-task-a",
+	    "10.77.0.2/30"), 0);
+	assert_int_equal(store_put_sandbox(s, 200, "task-b", "add", "sl-task-b",
+	    "10.77.0.6/30"), 0);
+	assert_int_equal(store_put_sandbox(s, 300, "task-a", "del", NULL, NULL),
+	    0);
+	/* The name is reused: the next delete closes only the new row. */
+	assert_int_equal(store_put_sandbox(s, 400, "task-a", "add", "sl-task-a",
+	    "10.77.0.10/30"), 0);
+	assert_int_equal(store_put_sandbox(s, 500, "task-a", "del", "", ""),
+	    0);
+	/* Nothing live by that name: no row changes, no error. */
+	assert_int_equal(store_put_sandbox(s, 600, "task-a", "del", NULL, NULL),
+	    0);
+	assert_int_equal(store_put_sandbox(s, 600, "nobody", "del", NULL, NULL),
+	    0);
+	/* Two live rows of one name (say, a crash lost the "del"): the
+	 * newest is closed. */
+	assert_int_equal(store_put_sandbox(s, 700, "task-c", "add", "sl-task-c",
+	    "10.77.0.14/30"), 0);
+	assert_int_equal(store_put_sandbox(s, 710, "task-c", "add", "sl-task-c",
+	    "10.77.0.18/30"), 0);
+	assert_int_equal(store_put_sandbox(s, 720, "task-c", "del", NULL, NULL),
+	    0);
+
+	memset(sha, 'a', 64);
+	sha[64] = '\0';
+	assert_int_equal(store_put_policy(s, 150, "task-a", sha, text), 0);
+	sha[0] = 'b';
+	assert_int_equal(store_put_policy(s, 160, "task-b", sha, ""), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+
+	db = peer_open(fx->path);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, name, ifname, addr,"
+	    " created_us, deleted_us FROM sandboxes ORDER BY id", -1, &st,
+	    NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_text(st, 1, "task-a");
+	expect_text(st, 2, "sl-task-a");
+	expect_text(st, 3, "10.77.0.2/30");
+	expect_int(st, 4, 100);
+	expect_int(st, 5, 300);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_text(st, 1, "task-b");
+	expect_text(st, 2, "sl-task-b");
+	expect_text(st, 3, "10.77.0.6/30");
+	expect_int(st, 4, 200);
+	expect_null(st, 5);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 3);
+	expect_text(st, 1, "task-a");
+	expect_text(st, 3, "10.77.0.10/30");
+	expect_int(st, 4, 400);
+	expect_int(st, 5, 500);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 4);
+	expect_text(st, 3, "10.77.0.14/30");
+	expect_int(st, 4, 700);
+	expect_null(st, 5);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 5);
+	expect_text(st, 3, "10.77.0.18/30");
+	expect_int(st, 4, 710);
+	expect_int(st, 5, 720);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT sandbox, ts, sha256,"
+	    " text FROM policies ORDER BY id", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_text(st, 0, "task-a");
+	expect_int(st, 1, 150);
+	sha[0] = 'a';
+	expect_text(st, 2, sha);
+	expect_text(st, 3, text);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_text(st, 0, "task-b");
+	expect_int(st, 1, 160);
+	expect_text(st, 3, "");
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_bad_records_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	char longname[100];
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 1, 443);
+	f.verdict = "drop";	/* would fail the CHECK and jam the queue */
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 65536);
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	f.src_port = -2;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	make_flow(&f, 1, 443);
+	memset(f.rule, 'r', sizeof(f.rule));	/* not terminated */
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	f.reason = NULL;
+	assert_int_equal(store_put_flow(s, &f), -1);
+
+	assert_int_equal(store_put_sandbox(s, 1, "a", "rename", "x", "y"), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(store_put_sandbox(s, 1, "", "add", "x", "y"), -1);
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(store_put_sandbox(s, 1, longname, "add", "x", "y"),
+	    -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(store_put_policy(s, 1, "a", "ab", NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(store_put_flow(NULL, &f), -1);
+
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 0);
+	assert_int_equal(stats.rejected, 0);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT (SELECT count(*) FROM"
+	    " flows) + (SELECT count(*) FROM sandboxes)"), 0);
+}
+
+/* A second connection holds the write lock: the queue fills, nothing is lost. */
+static void
+test_queue_full_then_recovers(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .queue_cap = 4, .batch_max = 2,
+	    .flush_ms = 5 };
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *lock;
+	int i;
+
+	s = open_ok(fx->path, &opts);
+	lock = peer_open(fx->path);
+	peer_exec(lock, "BEGIN EXCLUSIVE");
+
+	for (i = 0; i < 3; i++) {
+		make_flow(&f, 1000 + i, 443);
+		assert_int_equal(store_put_flow(s, &f), 0);
+	}
+	/* Its text must survive the failed attempts (ASan watches). */
+	assert_int_equal(store_put_policy(s, 1003, "task-a", "cd",
+	    "policy text"), 0);
+	assert_false(store_has_room(s, 1));
+	assert_true(store_has_room(s, 0));
+
+	make_flow(&f, 2000, 443);
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, ENOBUFS);
+	errno = 0;
+	assert_int_equal(store_put_policy(s, 2001, "task-a", "cd", "x"), -1);
+	assert_int_equal(errno, ENOBUFS);
+	errno = 0;
+	assert_int_equal(store_put_sandbox(s, 2002, "task-a", "add", "i",
+	    "a"), -1);
+	assert_int_equal(errno, ENOBUFS);
+
+	wait_write_error(s);
+	errno = 0;
+	assert_int_equal(store_flush(s, 50), -1);
+	assert_int_equal(errno, ETIMEDOUT);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 4);
+	assert_int_equal(stats.rejected, 3);
+	assert_int_equal(stats.written, 0);
+	assert_int_equal(stats.depth, 4);
+	assert_true(stats.write_errors > 0);
+
+	peer_exec(lock, "COMMIT");
+	sqlite3_close(lock);
+
+	assert_int_equal(store_flush(s, 10000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 4);
+	assert_int_equal(stats.written, 4);
+	assert_int_equal(stats.depth, 0);
+	assert_int_equal(stats.rejected, 3);
+	assert_true(stats.write_errors > 0);
+	assert_true(store_has_room(s, 4));
+	assert_false(store_has_room(s, 5));
+
+	/* And it keeps working afterwards. */
+	make_flow(&f, 3000, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 10000), 0);
+	store_close(s);
+
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 4);
+	assert_int_equal(path_count(fx->path, "SELECT sum(ts) FROM flows"),
+	    1000 + 1001 + 1002 + 3000);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM policies"
+	    " WHERE text = 'policy text' AND ts = 1003"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " sandboxes"), 0);
+}
+
+/* store_close gives up on a locked database after its grace period. */
+static void
+test_close_while_locked(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .queue_cap = 8, .flush_ms = 5 };
+	struct store_flow f;
+	struct store *s;
+	sqlite3 *lock;
+	struct timespec t0, t1;
+	double secs;
+
+	s = open_ok(fx->path, &opts);
+	lock = peer_open(fx->path);
+	peer_exec(lock, "BEGIN EXCLUSIVE");
+	make_flow(&f, 1, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_put_policy(s, 2, "a", "b", "lost text"), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	store_close(s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_true(secs >= 1.9 && secs < 4.0);
+	peer_exec(lock, "COMMIT");
+	sqlite3_close(lock);
+}
+
+static void
+wait_written(struct store *s, uint64_t n)
+{
+	struct store_stats st;
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		store_stats(s, &st);
+		if (st.written == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("written stayed at %llu, not %llu",
+	    (unsigned long long)st.written, (unsigned long long)n);
+}
+
+/* When the writer writes without being asked: flush_ms, a full batch. */
+static void
+test_writer_wakes(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts quick = { .flush_ms = 20 };
+	struct store_opts slow = { .flush_ms = 600000, .batch_max = 4 };
+	struct store_flow f;
+	struct store *s;
+	int i;
+
+	/* A lone record goes out after flush_ms. */
+	s = open_ok(fx->path, &quick);
+	usleep(50000);	/* the writer is asleep on an empty queue */
+	make_flow(&f, 1, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	wait_written(s, 1);
+	store_close(s);
+
+	/* A full batch goes out at once; a partial one waits... */
+	s = open_ok(fx->path, &slow);
+	usleep(50000);
+	for (i = 0; i < 5; i++) {
+		make_flow(&f, 2 + i, 443);
+		assert_int_equal(store_put_flow(s, &f), 0);
+	}
+	wait_written(s, 4);
+	usleep(100000);
+	wait_written(s, 4);
+	/* ...unless store_flush asks for it. */
+	assert_int_equal(store_flush(s, 2000), 0);
+	wait_written(s, 5);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 6);
+}
+
+/* WAL: a reader's open snapshot does not hold the writer up. */
+static void
+test_reader_does_not_block(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *rd;
+	int i;
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 1, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+
+	rd = peer_open(fx->path);
+	peer_exec(rd, "BEGIN");
+	assert_int_equal(query_int(rd, "SELECT count(*) FROM flows"), 1);
+
+	for (i = 0; i < 1000; i++) {
+		make_flow(&f, 2 + i, 443);
+		assert_int_equal(store_put_flow(s, &f), 0);
+	}
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.written, 1001);
+	assert_int_equal(stats.write_errors, 0);
+
+	/* The reader still sees its snapshot, then the new rows. */
+	assert_int_equal(query_int(rd, "SELECT count(*) FROM flows"), 1);
+	peer_exec(rd, "COMMIT");
+	assert_int_equal(query_int(rd, "SELECT count(*) FROM flows"), 1001);
+	sqlite3_close(rd);
+	store_close(s);
+}
+
+static void
+test_reopen_keeps_rows(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store *s;
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 1, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_put_sandbox(s, 1, "task-a", "add", "sl-task-a",
+	    "10.77.0.2/30"), 0);
+	store_close(s);	/* flushes */
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 1);
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 2, 80);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_put_sandbox(s, 3, "task-a", "del", NULL, NULL),
+	    0);
+	store_close(s);
+
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 2);
+	assert_int_equal(path_count(fx->path, "SELECT sum(dst_port) FROM"
+	    " flows"), 443 + 80);
+	assert_int_equal(path_count(fx->path, "SELECT deleted_us FROM"
+	    " sandboxes WHERE name = 'task-a'"), 3);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 1);
+}
+
+static void
+test_newer_schema_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512], buf[32];
+	sqlite3 *db;
+
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 2");
+	sqlite3_close(db);
+
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: database schema version 2 is newer"
+	    " than this sluice (1)", fx->path);
+	assert_string_equal(err, want);
+
+	/* Refused before anything was changed. */
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
+	    sizeof(buf)), "delete");
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	sqlite3_close(db);
+}
+
+static void
+test_foreign_db_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512];
+	sqlite3 *db;
+
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+	sqlite3_close(db);
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: not a sluice database"
+	    " (user_version 0 but it has tables)", fx->path);
+	assert_string_equal(err, want);
+}
+
+static void
+test_not_a_database(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512], junk[4096];
+	int fd;
+
+	memset(junk, 'x', sizeof(junk));
+	fd = open(fx->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: file is not a database", fx->path);
+	assert_string_equal(err, want);
+}
+
+static void
+test_bad_paths(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], path[256];
+	int fd;
+
+	/* The parent is a file. */
+	snprintf(path, sizeof(path), "%s/file", fx->dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/file/sub/audit.db", fx->dir);
+	err[0] = '\0';
+	assert_null(store_open(path, NULL, err, sizeof(err)));
+	assert_true(strncmp(err, path, strlen(path)) == 0);
+	assert_non_null(strstr(err, "Not a directory"));
+
+	assert_null(store_open("", NULL, err, sizeof(err)));
+	assert_null(store_open(NULL, NULL, NULL, 0));
+	store_close(NULL);
+}
+
+static void
+test_many_records(void **state)
+{
+	struct fixture *fx = *state;
+	const int64_t n = 100000, base = 1700000000000000;
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	int64_t i;
+	char sql[256];
+
+	s = open_ok(fx->path, NULL);
+	for (i = 0; i < n; i++) {
+		make_flow(&f, base + i, (int)(i % 65536));
+		snprintf(f.rule, sizeof(f.rule), "rule-%lld", (long long)i);
+		/* A producer faster than the disk is refused, not blocked. */
+		while (store_put_flow(s, &f) == -1) {
+			assert_int_equal(errno, ENOBUFS);
+			usleep(1000);
+		}
+	}
+	assert_int_equal(store_flush(s, 60000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, n);
+	assert_int_equal(stats.written, n);
+	assert_int_equal(stats.depth, 0);
+	assert_int_equal(stats.write_errors, 0);
+	assert_true(stats.batches >= (uint64_t)(n / STORE_BATCH_DEFAULT));
+	store_close(s);
+
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), n);
+	assert_int_equal(path_count(fx->path, "SELECT count(DISTINCT ts)"
+	    " FROM flows"), n);
+	snprintf(sql, sizeof(sql), "SELECT sum(ts - %lld) FROM flows",
+	    (long long)base);
+	assert_int_equal(path_count(fx->path, sql), n * (n - 1) / 2);
+	/* Ring order is commit order. */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM flows WHERE"
+	    " ts - %lld != id - 1 OR rule != 'rule-' || (id - 1)",
+	    (long long)base);
+	assert_int_equal(path_count(fx->path, sql), 0);
+}
+
+static void
+test_now_us(void **state)
+{
+	int64_t now, t;
+
+	(void)state;
+	t = (int64_t)time(NULL) * 1000000;
+	now = store_now_us();
+	assert_true(now >= t && now < t + 2000000);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flows_round_trip, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_flow_log_time, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_sandboxes_and_policies,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_records_refused, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_queue_full_then_recovers,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_while_locked, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_writer_wakes, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_reader_does_not_block,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_rows, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_foreign_db_refused, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_not_a_database, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_bad_paths, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_many_records, setup,
+		    teardown),
+		cmocka_unit_test(test_now_us),
+	};
+
+	umask(022);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/* cli.h: private to the sluice CLI (sluice.c, cmd_*.c, ctl_client.c). */
+#ifndef SLUICE_CLI_H
+#define SLUICE_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "gateway/policy.h"
+
+struct cli;
+
+/*
+ * One action of a command: "add" of "sandbox". A command without actions
+ * ("status") has a single action whose name is NULL. run() gets argv[0] =
+ * the action's name (or the command's), parses the rest with getopt_long,
+ * prints its own output and errors, and returns an EXIT_* code (ctl.h).
+ */
+struct cli_action {
+	const char	*name;
+	int		(*run)(int argc, char **argv, const struct cli *cli);
+	const char	*args;		/* synopsis after the action name */
+	const char	*summary;	/* one line, for `sluice --help` */
+	const char	*options;	/* "  -j, --json  ...\n" lines, or NULL */
+	bool		 offline;	/* needs no daemon: no [-s SOCK] */
+};
+
+struct cli_command {
+	const char		*name;
+	const struct cli_action	*actions;
+	size_t			 nactions;
+};
+
+/* What an action runs with: the global options and where it was found. */
+struct cli {
+	const char			*socket;	/* control socket path */
+	const struct cli_command	*command;
+	const struct cli_action		*action;
+};
+
+/* cmd_sandbox.c, cmd_policy.c: the commands' tables. */
+extern const struct cli_command cmd_sandbox;
+extern const struct cli_command cmd_policy;
+
+/* sluice.c: shared by the actions. */
+
+/* Prints the running action's synopsis, summary and options. */
+void cli_action_help(FILE *f, const struct cli *cli);
+/* Prints "sluice: CMD ACTION: message" and the action's synopsis on
+ * stderr; returns EXIT_USAGE. */
+int cli_usage_error(const struct cli *cli, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* For getopt_long's '?' and ':' (optstring, the one getopt_long got,
+ * starts with ":" after any "+" or "-"): names the offending option and
+ * prints the usage; returns EXIT_USAGE. */
+int cli_option_error(const struct cli *cli, int c, char **argv,
+    const char *optstring);
+/*
+ * Parses an action that takes exactly n operands (named what[0..n-1] in
+ * errors) and no options but -h into operand[]. Returns -1 to go on, or
+ * the EXIT_* code to return: EXIT_OK after printing help, EXIT_USAGE after
+ * printing the error.
+ */
+int cli_operands(int argc, char **argv, const struct cli *cli,
+    const char **operand, int n, const char *const *what);
+/* The daemon's sandbox name rule (names.h), checked before any contact;
+ * prints why a name is not valid. */
+bool cli_name_ok(const char *name);
+/* ctl_client_call() to cli->socket that prints the error, if any; returns
+ * its EXIT_* code and reply. */
+int cli_call(const struct cli *cli, const json_t *req, json_t **reply);
+/* Prints json as one compact JSON document and a newline on stdout. */
+void cli_print_json(const json_t *json);
+
+/* cmd_policy.c: loads and validates a policy file; on failure prints its
+ * "file:line:col: message" and returns NULL (the caller exits 1). */
+struct policy *cli_policy_load(const char *path);
+
+/* ctl_client.c: one request/reply exchange with sluiced (ctl.h). */
+
+/*
+ * Sends request (a JSON object) to the daemon at socket_path and waits for
+ * the reply, the whole exchange bounded by CTL_TIMEOUT_MS. Returns EXIT_OK
+ * and sets *reply to the {"ok":true,...} object (the caller json_decref()s
+ * it), or another EXIT_* code with *reply NULL and a message in err:
+ * EXIT_UNREACHABLE if the connection fails, times out or closes without a
+ * reply; EXIT_USAGE for a request too large or a "code":"invalid" reply;
+ * EXIT_FAILED for a "failed" reply, a reply that does not follow ctl.h, or
+ * a local failure (out of memory, no sockets).
+ */
+int ctl_client_call(const char *socket_path, const json_t *request,
+    json_t **reply, char *err, size_t errlen);
+
+/*
+ * The reply half of ctl_client_call(): classifies the bytes of one reply
+ * (len bytes, the "\n" optional). Same returns and ownership.
+ */
+int ctl_client_parse_reply(const char *buf, size_t len, json_t **reply,
+    char *err, size_t errlen);
+
+/* The string member key of obj, or NULL if absent or not a string. Valid
+ * as long as obj is. */
+const char *ctl_client_string(const json_t *obj, const char *key);
+
+/* Copies src, a string from the daemon, into dst (truncating to dstlen)
+ * with control characters replaced by '?': they would reach the user's
+ * terminal. */
+void ctl_client_printable(char *dst, size_t dstlen, const char *src);
+
+#endif

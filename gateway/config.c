@@ -259,10 +259,10 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 		cfg->pool = "10.213.0.0/16";
 	if (cfg->queue_maxlen == 0)
 		cfg->queue_maxlen = 4096;
-	if ((cfg->uplink_netns != NULL) != (cfg->uplink_addr != NULL) ||
-	    (cfg->uplink_addr != NULL) != (cfg->uplink_peer_addr != NULL)) {
-		fprintf(stderr, "sluiced: --uplink-netns, --uplink-addr and "
-		    "--uplink-peer-addr go together\n");
+	if ((cfg->uplink_addr != NULL) != (cfg->uplink_peer_addr != NULL) ||
+	    (cfg->uplink_netns != NULL && cfg->uplink_addr == NULL)) {
+		fprintf(stderr, "sluiced: --uplink-addr and --uplink-peer-addr "
+		    "go together, and --uplink-netns needs both\n");
 		return -1;
 	}
 	return 0;

@@ -261,6 +261,114 @@ gateway_sysctls(char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The uplink through the host: a veth from the host's namespace (the one
+ * sluiced was started in) into the gateway, the host end addressed with
+ * GW_HOST_UPLINK_PEER, and the gateway's traffic NATed out of the host's
+ * default route. The host's own rules are touched as little as possible:
+ * one MASQUERADE rule and two FORWARD rules, each tagged with a comment
+ * naming the gateway so teardown removes exactly them.
+ */
+static void
+host_rules(const struct gw_config *c, const char *peer, bool add,
+    const char *gwip)
+{
+	char comment[64], src[INET_ADDRSTRLEN + 3];
+	/* slot 3 of each rule is the operation: -C, -I or -D */
+	char *nat[] = { "iptables", "-w", "5", NULL, "POSTROUTING", "-t", "nat",
+	    "-s", src, "!", "-o", (char *)peer, "-m", "comment", "--comment",
+	    comment, "-j", "MASQUERADE", NULL };
+	char *fwd_out[] = { "iptables", "-w", "5", NULL, "FORWARD", "-i",
+	    (char *)peer, "-m", "comment", "--comment", comment, "-j", "ACCEPT",
+	    NULL };
+	char *fwd_in[] = { "iptables", "-w", "5", NULL, "FORWARD", "-o",
+	    (char *)peer, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
+	    "-m", "comment", "--comment", comment, "-j", "ACCEPT", NULL };
+	char **rules[] = { nat, fwd_out, fwd_in };
+	size_t i;
+
+	snprintf(comment, sizeof(comment), "sluice gateway %s", c->netns);
+	snprintf(src, sizeof(src), "%s/32", gwip);
+	for (i = 0; i < 3; i++) {
+		bool present;
+
+		/* checked first: a restart adds nothing twice, a teardown of
+		 * something already gone is quiet */
+		rules[i][3] = "-C";
+		present = gw_run_quiet(rules[i]) == 0;
+		if (present == add)
+			continue;
+		rules[i][3] = add ? "-I" : "-D";
+		if (gw_run_quiet(rules[i]) != 0)
+			log_warnx("host: iptables %s %s for %s failed",
+			    rules[i][3], rules[i][4], c->netns);
+	}
+}
+
+static void
+host_peer_name(const struct gw_config *c, char *peer, size_t len)
+{
+	snprintf(peer, len, "sl-%.12s", c->netns);
+}
+
+static int
+host_uplink_setup(struct gw *gw, char *err, size_t errlen)
+{
+	const struct gw_config *c = &gw->cfg;
+	char peer[IF_NAMESIZE], batch[256];
+	const char *gwaddr = c->uplink_addr ? c->uplink_addr : GW_HOST_UPLINK_ADDR;
+	const char *hostaddr = c->uplink_peer_addr ? c->uplink_peer_addr :
+	    GW_HOST_UPLINK_PEER;
+	char gwip[INET_ADDRSTRLEN], hostip[INET_ADDRSTRLEN];
+	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
+	char *host_argv[] = { "ip", "-batch", "-", NULL };
+	uint32_t a;
+	unsigned l;
+	int rc;
+
+	if (parse_cidr(gwaddr, &a, &l) == -1 || parse_cidr(hostaddr, &a, &l) == -1) {
+		snprintf(err, errlen, "uplink addresses must be CIDRs like "
+		    "100.64.213.2/30");
+		return -1;
+	}
+	host_peer_name(c, peer, sizeof(peer));
+	cidr_ip(gwaddr, gwip, sizeof(gwip));
+	cidr_ip(hostaddr, hostip, sizeof(hostip));
+	/* work from the host's side: made here, the veth's far end is put
+	 * into the gateway namespace by name */
+	if (gw_netns_enter(gw->host_nsfd) == -1)
+		fatal("setns back to the host namespace");
+	rc = 0;
+	if (if_nametoindex(peer) == 0) {
+		char *argv[] = { "ip", "link", "add", peer, "type", "veth", "peer",
+		    "name", GW_UPLINK_IF, "netns", (char *)c->netns, NULL };
+
+		rc = gw_run(argv, NULL, err, errlen);
+	}
+	snprintf(batch, sizeof(batch), "addr replace %s dev %s\nlink set %s up\n",
+	    hostaddr, peer, peer);
+	if (rc == 0)
+		rc = gw_run(host_argv, batch, err, errlen);
+	if (rc == 0 && gw_sysctl("net/ipv4/ip_forward", "1") == -1) {
+		snprintf(err, errlen, "host: sysctl net.ipv4.ip_forward=1: %s",
+		    strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0)
+		host_rules(c, peer, true, gwip);
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", c->netns);
+	if (rc == -1)
+		return -1;
+	snprintf(batch, sizeof(batch),
+	    "addr replace %s dev " GW_UPLINK_IF "\n"
+	    "link set " GW_UPLINK_IF " up\n"
+	    "link set lo up\n"
+	    "route replace default via %s dev " GW_UPLINK_IF "\n",
+	    gwaddr, hostip);
+	return gw_run(gw_argv, batch, err, errlen);
+}
+
 static int
 uplink_setup(struct gw *gw, char *err, size_t errlen)
 {
@@ -270,12 +378,8 @@ uplink_setup(struct gw *gw, char *err, size_t errlen)
 	unsigned l;
 	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
 
-	if (c->uplink_netns == NULL) {
-		snprintf(err, errlen, "an uplink through the host is not "
-		    "implemented yet: give --uplink-netns, --uplink-addr and "
-		    "--uplink-peer-addr");
-		return -1;
-	}
+	if (c->uplink_netns == NULL)
+		return host_uplink_setup(gw, err, errlen);
 	if (parse_cidr(c->uplink_addr, &a, &l) == -1 ||
 	    parse_cidr(c->uplink_peer_addr, &a, &l) == -1) {
 		snprintf(err, errlen, "uplink addresses must be CIDRs like "
@@ -354,4 +458,14 @@ gw_gateway_destroy(struct gw *gw)
 
 	if (gw_netns_exists(gw->cfg.netns))
 		gw_run_quiet(argv);
+	if (gw->cfg.uplink_netns == NULL) {
+		const char *gwaddr = gw->cfg.uplink_addr ? gw->cfg.uplink_addr :
+		    GW_HOST_UPLINK_ADDR;
+		char peer[IF_NAMESIZE], gwip[INET_ADDRSTRLEN];
+
+		/* the host end went with the namespace; the rules stay */
+		host_peer_name(&gw->cfg, peer, sizeof(peer));
+		cidr_ip(gwaddr, gwip, sizeof(gwip));
+		host_rules(&gw->cfg, peer, false, gwip);
+	}
 }

@@ -543,7 +543,9 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		}
 		resolv_conf_write(sb);
 		link_sandbox(gw, sb);
-		log_info("sandbox %s restored (%s)", sb->name, sb->ifname);
+		if (!gw->cfg.teardown)
+			log_info("sandbox %s restored (%s)", sb->name,
+			    sb->ifname);
 		json_decref(o);
 	}
 	closedir(d);

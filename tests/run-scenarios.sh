@@ -1,0 +1,102 @@
+#!/bin/bash
+# run-scenarios.sh: runs tests/scenarios/*.sh one by one, each in its own
+# process with a timeout, and sums up.
+#
+#   SCENARIOS=GLOB   run only the scenarios whose file name (with or without
+#                    .sh) matches GLOB, e.g. SCENARIOS='0[0-3]*'
+#   V=1              print every scenario's output, not only a failure's
+#   TB_TIMEOUT=S     seconds one scenario may take (default 120)
+#   TB_KEEP=1        keep each run's TB_DIR (logs, records, flows.db)
+#
+# A scenario passes with exit 0, is skipped with exit 77 and fails
+# otherwise, and also when it leaves a namespace of its run behind.
+# Output of each scenario is kept in tests/out/NAME.log.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$(id -u)" != 0 ]; then
+	echo "run-scenarios: the scenarios build network namespaces; run as root" >&2
+	exit 1
+fi
+for tool in ip timeout; do
+	command -v "$tool" >/dev/null 2>&1 || {
+		echo "run-scenarios: $tool is missing (make deps)" >&2
+		exit 1
+	}
+done
+
+glob=${SCENARIOS:-*}
+limit=${TB_TIMEOUT:-120}
+out=${TB_OUT:-$here/out}
+mkdir -p "$out"
+state=$(mktemp /tmp/sluice-scenarios.XXXXXX)
+trap 'rm -f "$state"' EXIT
+
+# Cleans up after a scenario that could not (killed by the timeout):
+# every run it started is recorded in $state as "PREFIX DIR".
+reap() {
+	local p dir left
+	while read -r p dir; do
+		[ -n "$p" ] || continue
+		left=$(ip netns list | awk -v p="$p-" 'index($1, p) == 1 { print $1 }')
+		if [ -n "$left" ]; then
+			echo "run-scenarios: $1 left namespaces behind:" $left
+			leaked=1
+		fi
+		bash -c '. "$1/lib/testbed.sh"; tb_adopt "$2" "$3"; tb_down' \
+		    _ "$here" "$p" "$dir"
+	done < "$state"
+	: > "$state"
+}
+
+npass=0 nfail=0 nskip=0 failed=""
+for f in "$here"/scenarios/*.sh; do
+	[ -e "$f" ] || continue
+	base=${f##*/}
+	name=${base%.sh}
+	# shellcheck disable=SC2254 # GLOB is a pattern on purpose
+	case $base in $glob) ;; *)
+		case $name in $glob) ;; *) continue ;; esac ;;
+	esac
+	log=$out/$name.log
+	t0=$(date +%s)
+	# timeout signals its whole process group, so helpers the scenario
+	# started go too; with -k its final SIGKILL also hits timeout itself,
+	# whose death bash would report on stderr.
+	{ TB_STATE_FILE=$state timeout -k 10 "$limit" bash "$f" > "$log" 2>&1 \
+	    < /dev/null; } 2>/dev/null
+	rc=$?
+	t=$(( $(date +%s) - t0 ))
+	leaked=0
+	reap "$name" >> "$log" 2>&1
+	case $rc in 124|137) echo "run-scenarios: timed out after ${limit}s" >> "$log" ;; esac
+	if [ $rc = 0 ] && [ $leaked = 0 ]; then
+		npass=$((npass + 1))
+		echo "PASS $name (${t}s)"
+		[ "${V:-0}" = 1 ] && sed 's/^/    /' "$log"
+	elif [ $rc = 77 ]; then
+		nskip=$((nskip + 1))
+		echo "SKIP $name: $(grep -m1 '^SKIP' "$log" | sed 's/^SKIP [^:]*: //')"
+		[ "${V:-0}" = 1 ] && sed 's/^/    /' "$log"
+	else
+		nfail=$((nfail + 1))
+		failed="$failed $name"
+		echo "FAIL $name (exit $rc, ${t}s)"
+		sed 's/^/    /' "$log"
+	fi
+done
+
+total=$((npass + nfail + nskip))
+if [ $total = 0 ]; then
+	echo "run-scenarios: no scenario matches '$glob'" >&2
+	echo "scenarios: 0 passed, 0 failed"
+	exit 1
+fi
+[ -n "$failed" ] && echo "failed:$failed"
+if [ $nskip = 0 ]; then
+	echo "scenarios: $npass passed, $nfail failed"
+else
+	echo "scenarios: $npass passed, $nfail failed, $nskip skipped"
+fi
+[ $nfail = 0 ]

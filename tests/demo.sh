@@ -121,24 +121,22 @@ try denied "UDP to 203.0.113.66:9999 (attacker)" \
     "$TB_PY" -c "$UDP_PROBE" 203.0.113.66 9999
 try denied "ping 203.0.113.66 (attacker)" \
     ping -c 1 -W 2 203.0.113.66
-if [ -n "$gw" ]; then
-	try allowed "DNS a.test via the gateway" \
-	    dig +short +time=2 +tries=1 @"$gw" a.test
-	try denied "DNS evil.test via the gateway (NXDOMAIN)" \
-	    bash -c "out=\$(dig +time=2 +tries=1 @$gw evil.test) || exit 1;
-	        printf '%s\n' \"\$out\" | grep -o 'status: [A-Z]*';
-	        printf '%s\n' \"\$out\" | grep -q 'status: NOERROR'"
-fi
+# The gateway's own resolver arrives with the DNS issue; until then DNS,
+# like all UDP, is denied and logged, and no query leaves the gateway.
+try denied "DNS a.test via the gateway (no resolver yet)" \
+    dig +short +time=2 +tries=1 @"${gw:-10.213.0.1}" a.test
 try denied "DNS to 198.51.100.53 directly, evil.test" \
     bash -c "out=\$(dig +time=2 +tries=1 @198.51.100.53 evil.test) || exit 1;
         printf '%s\n' \"\$out\" | grep -o 'status: [A-Z]*';
         printf '%s\n' \"\$out\" | grep -q 'status: NOERROR'"
 
-say "The flow log (sqlite3 $TB_DIR/flows.db 'SELECT * FROM flow_log')"
+say "The flow log (sqlite3 $TB_DIR/flows.db, view flow_log)"
 sleep 0.3	# the writer commits every 50 ms
 if [ -e "$TB_DIR/flows.db" ]; then
 	sqlite3 -box -cmd ".timeout 2000" "$TB_DIR/flows.db" \
-	    "SELECT * FROM flow_log" 2>&1 | sed 's/^/  /'
+	    "SELECT id, time, proto, src_ip, src_port, dst_ip, dst_port,
+	        verdict, reason, rule, substr(policy_sha256, 1, 12) AS policy
+	     FROM flow_log" 2>&1 | sed 's/^/  /'
 else
 	echo "  (no database at $TB_DIR/flows.db)"
 fi

@@ -65,11 +65,21 @@ unit: $(UNITBIN)
 scenarios: all
 	$(Q)sh tests/run-scenarios.sh
 
-# The README's test command: set-up, build, unit tests, scenarios.
+ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+               -fno-sanitize-recover=all
+ASAN_SCENARIOS ?= 1[0-6]*
+
+# The README's test command: set-up, build, unit tests (plain and under
+# ASan+UBSan), the scenarios, and part of them again with sanitized programs.
 test: deps
 	$(Q)$(MAKE) --no-print-directory all $(UNITBIN)
 	$(Q)sh tests/run-unit.sh $(UNITBIN)
+	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)sh tests/run-scenarios.sh
+	@echo "== scenarios $(ASAN_SCENARIOS) again, with sluiced and sluice under ASan+UBSan"
+	$(Q)SLUICED=$(CURDIR)/build-asan/sluiced SLUICE=$(CURDIR)/build-asan/sluice \
+	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	    SCENARIOS='$(ASAN_SCENARIOS)' sh tests/run-scenarios.sh
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -77,9 +87,8 @@ demo: deps
 
 # ASan + UBSan build of the unit tests.
 asan:
-	$(Q)$(MAKE) --no-print-directory B=build-asan \
-	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	    LDFLAGS="-fsanitize=address,undefined" unit
+	$(Q)$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
+	    LDFLAGS="-fsanitize=address,undefined" all unit
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5

@@ -74,6 +74,6 @@ tb_check "its resolv.conf is gone" [ ! -e "/etc/netns/${P}-a" ]
 tb_sluice sandbox del "${P}-a" >/dev/null 2>&1
 tb_assert_eq "$?" 1 "deleting it again: exit 1"
 tb_assert_eq "$(tb_sluice sandbox list -j)" "[]" "the list is empty"
-tb_assert_eq "$(tb_sql "SELECT count(*) FROM sandboxes WHERE deleted_us IS NOT NULL")" 2 \
+tb_assert_eq "$(tb_wait_rows "SELECT count(*) FROM sandboxes WHERE deleted_us IS NOT NULL" 2)" 2 \
     "the sandboxes table records both deletions"
 tb_done

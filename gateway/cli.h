@@ -71,6 +71,11 @@ bool cli_name_ok(const char *name);
 /* ctl_client_call() to cli->socket that prints the error, if any; returns
  * its EXIT_* code and reply. */
 int cli_call(const struct cli *cli, const json_t *req, json_t **reply);
+
+/* Parses -j/--json and -h of an action that takes nothing else: -1 to go
+ * on, or the EXIT_* code to return. */
+int cli_parse_json_flag(int argc, char **argv, const struct cli *cli,
+    bool *json);
 /* Prints json as one compact JSON document and a newline on stdout. */
 void cli_print_json(const json_t *json);
 

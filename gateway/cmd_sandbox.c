@@ -243,37 +243,14 @@ table_layout(const json_t *list, size_t width[NCOLS], size_t *gap)
 static int
 sandbox_list(int argc, char **argv, const struct cli *cli)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const char optstring[] = "-:jh";
 	char cell[NCOLS][CELL_MAX];
 	size_t width[NCOLS], gap, i;
 	json_t *req, *reply = NULL, *list, *sb;
 	bool json = false;
 	int c, rc;
 
-	optind = 0;
-	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
-		default:
-			return cli_option_error(cli, c, argv, optstring);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_parse_json_flag(argc, argv, cli, &json)) != -1)
+		return rc;
 
 	if ((req = json_pack("{s:s}", "cmd", "sandbox.list")) == NULL) {
 		log_warnx("out of memory");

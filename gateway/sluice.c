@@ -238,6 +238,46 @@ cli_option_error(const struct cli *cli, int c, char **argv,
 	return cli_usage_error(cli, "%s", msg);
 }
 
+/*
+ * Parses the arguments of an action whose only flag is -j/--json and that
+ * takes no operands. Returns -1 to go on, or the EXIT_* code the action
+ * should return (help was shown, or a usage error printed).
+ */
+int
+cli_parse_json_flag(int argc, char **argv, const struct cli *cli, bool *json)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char optstring[] = "-:jh";
+	int c;
+
+	*json = false;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			*json = true;
+			break;
+		case 'h':
+			cli_action_help(stdout, cli);
+			return EXIT_OK;
+		case 1:
+			return cli_usage_error(cli, "unexpected argument '%s'",
+			    optarg);
+		default:
+			return cli_option_error(cli, c, argv, optstring);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error(cli, "unexpected argument '%s'",
+		    argv[optind]);
+	return -1;
+}
+
+
 bool
 cli_name_ok(const char *name)
 {
@@ -342,35 +382,12 @@ print_flat(const json_t *obj, const char *prefix)
 static int
 status_run(int argc, char **argv, const struct cli *cli)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const char optstring[] = "-:jh";
 	json_t *req = NULL, *reply = NULL;
 	bool json = false;
-	int c, rc;
+	int rc;
 
-	optind = 0;
-	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
-		default:
-			return cli_option_error(cli, c, argv, optstring);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_parse_json_flag(argc, argv, cli, &json)) != -1)
+		return rc;
 
 	if ((req = json_pack("{s:s}", "cmd", "status")) == NULL) {
 		log_warnx("out of memory");

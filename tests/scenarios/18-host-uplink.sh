@@ -9,8 +9,18 @@ tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_inet_client host || { tb_fail "host namespace"; tb_done; }
 hostns="${P}-host"
 
-args=(-f --netns "$TB_NETNS_GW" --control "$TB_DIR/ctl.sock"
-    --db "$TB_DIR/flows.db" --state-dir "$TB_DIR/state" --pool "$TB_POOL")
+# most settings come from a config file (-c), whose keys are the flags'
+cat > "$TB_DIR/sluiced.json" <<EOF
+{"control": "$TB_DIR/ctl.sock", "db": "$TB_DIR/flows.db",
+ "state-dir": "$TB_DIR/state", "pool": "$TB_POOL", "queue-maxlen": 1024,
+ "netns": "not-this-one"}
+EOF
+# ... and the command line wins over it
+args=(-f -c "$TB_DIR/sluiced.json" --netns "$TB_NETNS_GW")
+printf '{"db": "/x", "colour": 1}\n' > "$TB_DIR/bad.json"
+err=$("$SLUICED" -f -c "$TB_DIR/bad.json" 2>&1)
+tb_assert_eq "$?" 1 "a config file with an unknown key: exit 1"
+tb_assert_match "$err" 'unknown key "colour"' "naming the key"
 nsenter --net="/run/netns/$hostns" "$SLUICED" "${args[@]}" \
     </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
 pid=$!
@@ -19,6 +29,8 @@ for i in $(seq 50); do
 	sleep 0.1
 done
 tb_check "sluiced runs with the host uplink" kill -0 $pid
+tb_check "in the gateway namespace named on the command line" \
+    [ -e "/run/netns/$TB_NETNS_GW" -a ! -e /run/netns/not-this-one ]
 
 cat > "$TB_DIR/policy.json" <<EOF
 {"sluice": {"allowedCidrs": ["192.0.2.10:443"]}}

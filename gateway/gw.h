@@ -32,7 +32,11 @@
 
 /* Flow table: recently decided attempts, for retransmissions and bursts. */
 #define GW_FLOWS_MAX	65536
-#define GW_FLOW_TTL_MS	30000		/* UDP's conntrack timeout, for one row per flow */
+#define GW_FLOW_TTL_MS	30000		/* denials: UDP's conntrack timeout, one row per flow */
+/* Allowed flows leave the queue once their connmark is saved; only packets
+ * already queued behind the first need the cached verdict. Kept short so a
+ * reused 5-tuple is decided (and logged) again. */
+#define GW_FLOW_ALLOW_TTL_MS	2000
 
 struct gw_config {
 	const char	*control;

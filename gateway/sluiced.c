@@ -140,7 +140,8 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		verdict = NF_ACCEPT;
 		mark = GW_MARK_ALLOW;
 	}
-	nfq_flows_insert(gw->flows, &key, now, GW_FLOW_TTL_MS, verdict, mark);
+	nfq_flows_insert(gw->flows, &key, now, verdict == NF_ACCEPT ?
+	    GW_FLOW_ALLOW_TTL_MS : GW_FLOW_TTL_MS, verdict, mark);
 	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
 }
 

@@ -38,6 +38,11 @@ tb_assert_match "$("$SLUICE" --help 2>&1)" "sandbox add" "--help lists the comma
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
 
+out=$(tb_sluice status)
+tb_assert_eq "$?" 0 "status: exit 0"
+tb_assert_match "$out" "sandboxes: 0" "status counts the sandboxes"
+tb_assert_match "$(tb_sluice status -j)" '"netns": ?"'"$TB_NETNS_GW"'"' "status -j names the gateway"
+
 out=$(tb_sandbox_add a "$TB_DIR/good.json")
 tb_assert_eq "$?" 0 "sandbox add: exit 0"
 tb_assert_match "$out" "${P}-a" "and says which sandbox"

@@ -21,7 +21,36 @@
 #define OPEN_BUSY_MS	2000
 #define WRITE_BUSY_MS	100
 
-/* Table and column names are a contract with operators' queries. */
+/*
+ * Table and column names are a contract with operators' queries. What a
+ * new database and an upgraded one share is written once, so the two
+ * cannot drift apart.
+ */
+#define FLOW_LOG_VIEW							\
+	"CREATE VIEW flow_log AS SELECT id,"				\
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"	\
+	" AS time, sandbox, proto, src_ip, src_port, dst_ip, dst_port,"	\
+	" verdict, reason, rule, policy_sha256, name FROM flows;"
+
+/* What version 2 added besides the column flows.name. */
+#define V2_OBJECTS							\
+	"CREATE TABLE dns_queries (id INTEGER PRIMARY KEY,"		\
+	" ts INTEGER NOT NULL, sandbox TEXT, proto TEXT NOT NULL,"	\
+	" src_ip TEXT NOT NULL, src_port INTEGER, qname TEXT NOT NULL,"	\
+	" qtype TEXT NOT NULL, rcode TEXT, verdict TEXT NOT NULL"	\
+	" CHECK (verdict IN ('allow','deny','audit')),"			\
+	" reason TEXT NOT NULL, rule TEXT, answers TEXT, stripped TEXT," \
+	" policy_sha256 TEXT) STRICT;"					\
+	"CREATE INDEX dns_queries_sandbox_ts ON dns_queries(sandbox, ts);" \
+	"CREATE INDEX dns_queries_qname ON dns_queries(qname);"		\
+	"CREATE VIEW dns_log AS SELECT id,"				\
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"	\
+	" AS time, sandbox, proto, src_ip, src_port, qname, qtype, rcode," \
+	" verdict, reason, rule, answers, stripped, policy_sha256"	\
+	" FROM dns_queries;"						\
+	"CREATE INDEX flows_name ON flows(name);"
+
+/* A new database, at STORE_SCHEMA_VERSION. */
 static const char schema_sql[] =
 	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
 	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
@@ -32,20 +61,38 @@ static const char schema_sql[] =
 	" sandbox TEXT, proto TEXT NOT NULL, src_ip TEXT NOT NULL,"
 	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
 	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
-	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT) STRICT;"
+	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT,"
+	" name TEXT) STRICT;"
 	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
 	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
 	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
 	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
-	"CREATE VIEW flow_log AS SELECT id,"
-	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch') AS time,"
-	" sandbox, proto, src_ip, src_port, dst_ip, dst_port, verdict, reason,"
-	" rule, policy_sha256 FROM flows;";
+	FLOW_LOG_VIEW
+	V2_OBJECTS;
+
+/*
+ * upgrade_sql[v - 1] takes a version v database to v + 1. ADD COLUMN
+ * appends, which is where a new database has the column too; a view has
+ * no ALTER, so flow_log is made again.
+ */
+static const char *const upgrade_sql[] = {
+	"ALTER TABLE flows ADD COLUMN name TEXT;"
+	"DROP VIEW IF EXISTS flow_log;"
+	FLOW_LOG_VIEW
+	V2_OBJECTS,
+};
+_Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
+    STORE_SCHEMA_VERSION - 1, "one upgrade per schema version");
 
 static const char flow_sql[] =
 	"INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"
-	" dst_port, verdict, reason, rule, policy_sha256)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+	" dst_port, verdict, reason, rule, policy_sha256, name)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+static const char dns_sql[] =
+	"INSERT INTO dns_queries (ts, sandbox, proto, src_ip, src_port, qname,"
+	" qtype, rcode, verdict, reason, rule, answers, stripped,"
+	" policy_sha256)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 static const char sandbox_add_sql[] =
 	"INSERT INTO sandboxes (name, ifname, addr, created_us)"
 	" VALUES (?1, ?2, ?3, ?4)";
@@ -63,6 +110,7 @@ struct store_db {
 	sqlite3_stmt	*commit;
 	sqlite3_stmt	*rollback;
 	sqlite3_stmt	*flow;
+	sqlite3_stmt	*dns;
 	sqlite3_stmt	*sandbox_add;
 	sqlite3_stmt	*sandbox_del;
 	sqlite3_stmt	*policy;
@@ -189,14 +237,16 @@ check_version(sqlite3 *db, int64_t version, const char *path, char *err,
 }
 
 /*
- * Creates the schema if the file is new. The version is read again inside
- * the write transaction: a second process may have created it meanwhile.
+ * Creates the schema if the file is new, or brings an older one up to
+ * date, in one transaction: a failed upgrade leaves the file as it was.
+ * The version is read again inside the write transaction: a second
+ * process may have created or upgraded it meanwhile.
  */
 static int
 make_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
-	int64_t version;
-	char sql[sizeof(schema_sql) + 64];
+	int64_t version, v;
+	char sql[64];
 
 	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
@@ -204,9 +254,20 @@ make_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 		goto fail;
 	if (check_version(db, version, path, err, errlen) == -1)
 		goto rollback;
-	if (version == 0) {
-		snprintf(sql, sizeof(sql), "%sPRAGMA user_version = %d;",
-		    schema_sql, STORE_SCHEMA_VERSION);
+	if (version == 0 &&
+	    sqlite3_exec(db, schema_sql, NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	for (v = version; v > 0 && v < STORE_SCHEMA_VERSION; v++)
+		if (sqlite3_exec(db, upgrade_sql[v - 1], NULL, NULL,
+		    NULL) != SQLITE_OK) {
+			set_err(err, errlen, path, "cannot upgrade the schema"
+			    " from version %lld: %s", (long long)v,
+			    sqlite3_errmsg(db));
+			goto rollback;
+		}
+	if (version != STORE_SCHEMA_VERSION) {
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+		    STORE_SCHEMA_VERSION);
 		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			goto fail;
 	}
@@ -233,6 +294,7 @@ prepare(struct store_db *d)
 		{ &d->commit, "COMMIT" },
 		{ &d->rollback, "ROLLBACK" },
 		{ &d->flow, flow_sql },
+		{ &d->dns, dns_sql },
 		{ &d->sandbox_add, sandbox_add_sql },
 		{ &d->sandbox_del, sandbox_del_sql },
 		{ &d->policy, policy_sql },
@@ -364,6 +426,29 @@ write_flow(struct store_db *d, const struct store_flow *f)
 	bind_text(st, 9, f->reason, 0);
 	bind_text(st, 10, f->rule, 1);
 	bind_text(st, 11, f->policy_sha256, 1);
+	bind_text(st, 12, f->name, 1);
+	return step_reset(st);
+}
+
+static int
+write_dns(struct store_db *d, const struct store_dns *r)
+{
+	sqlite3_stmt *st = d->dns;
+
+	sqlite3_bind_int64(st, 1, r->ts_us);
+	bind_text(st, 2, r->sandbox, 1);
+	bind_text(st, 3, r->proto, 0);
+	bind_text(st, 4, r->src_ip, 0);
+	bind_port(st, 5, r->src_port);
+	bind_text(st, 6, r->qname, 0);
+	bind_text(st, 7, r->qtype, 0);
+	bind_text(st, 8, r->rcode, 1);
+	bind_text(st, 9, r->verdict, 0);
+	bind_text(st, 10, r->reason, 0);
+	bind_text(st, 11, r->rule, 1);
+	bind_text(st, 12, r->answers, 1);
+	bind_text(st, 13, r->stripped, 1);
+	bind_text(st, 14, r->policy_sha256, 1);
 	return step_reset(st);
 }
 
@@ -415,6 +500,9 @@ store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
 		case STORE_REC_FLOW:
 			rc = write_flow(d, &r->u.flow);
 			break;
+		case STORE_REC_DNS:
+			rc = write_dns(d, &r->u.dns);
+			break;
 		case STORE_REC_SANDBOX:
 			rc = write_sandbox(d, &r->u.sandbox);
 			break;
@@ -440,6 +528,7 @@ store_db_close(struct store_db *d)
 	sqlite3_finalize(d->commit);
 	sqlite3_finalize(d->rollback);
 	sqlite3_finalize(d->flow);
+	sqlite3_finalize(d->dns);
 	sqlite3_finalize(d->sandbox_add);
 	sqlite3_finalize(d->sandbox_del);
 	sqlite3_finalize(d->policy);

@@ -15,6 +15,14 @@
 #define CLOSE_FLUSH_MS		2000
 
 /*
+ * The ring is allocated whole and every slot gets used as it wraps, so
+ * this is what a default queue costs, always.
+ */
+#define RING_MEMORY_MAX		(32U << 20)
+_Static_assert(sizeof(struct store_rec) * STORE_QUEUE_DEFAULT <=
+    RING_MEMORY_MAX, "the default queue needs more than 32 MiB");
+
+/*
  * The ring holds records from tail to head; the writer writes a batch
  * from the head in place and only drops it from the ring once committed,
  * so a failed transaction loses nothing and needs no copy to put back.
@@ -283,13 +291,41 @@ store_put_flow(struct store *s, const struct store_flow *f)
 	    !fits(f->src_ip, sizeof(f->src_ip)) ||
 	    !fits(f->dst_ip, sizeof(f->dst_ip)) ||
 	    !fits(f->rule, sizeof(f->rule)) ||
-	    !fits(f->policy_sha256, sizeof(f->policy_sha256))) {
+	    !fits(f->policy_sha256, sizeof(f->policy_sha256)) ||
+	    !fits(f->name, sizeof(f->name))) {
 		errno = EINVAL;
 		return -1;
 	}
 	r.kind = STORE_REC_FLOW;
 	r.u.flow = *f;
 	r.u.flow.verdict = verdict;
+	return enqueue(s, &r);
+}
+
+int
+store_put_dns(struct store *s, const struct store_dns *d)
+{
+	struct store_rec r;
+	const char *verdict;
+
+	if (s == NULL || d == NULL || d->proto == NULL || d->rcode == NULL ||
+	    d->reason == NULL ||
+	    (verdict = known_verdict(d->verdict)) == NULL ||
+	    d->src_port < -1 || d->src_port > 65535 ||
+	    !fits(d->sandbox, sizeof(d->sandbox)) ||
+	    !fits(d->src_ip, sizeof(d->src_ip)) ||
+	    !fits(d->qname, sizeof(d->qname)) ||
+	    !fits(d->qtype, sizeof(d->qtype)) ||
+	    !fits(d->rule, sizeof(d->rule)) ||
+	    !fits(d->answers, sizeof(d->answers)) ||
+	    !fits(d->stripped, sizeof(d->stripped)) ||
+	    !fits(d->policy_sha256, sizeof(d->policy_sha256))) {
+		errno = EINVAL;
+		return -1;
+	}
+	r.kind = STORE_REC_DNS;
+	r.u.dns = *d;
+	r.u.dns.verdict = verdict;
 	return enqueue(s, &r);
 }
 

@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION	1
-#define STORE_QUEUE_DEFAULT	65536	/* records waiting for the writer */
+#define STORE_SCHEMA_VERSION	2
+/* Records waiting for the writer. A slot fits the largest record
+ * (store_dns, about 1.4 KiB), so the default ring is about 22 MiB. */
+#define STORE_QUEUE_DEFAULT	16384
 #define STORE_BATCH_DEFAULT	512	/* records per transaction at most */
 #define STORE_FLUSH_MS_DEFAULT	50	/* a partial batch waits this long at most */
 
@@ -26,6 +28,26 @@ struct store_flow {
 	const char	*reason;	/* static, from the fixed vocabulary */
 	char		rule[300];	/* the policy entry that matched, or "" */
 	char		policy_sha256[65];	/* "" if no policy applied */
+	char		name[254];	/* the DNS binding's name, or "" */
+};
+
+/* One DNS query a sandbox sent to the gateway's resolver. */
+struct store_dns {
+	int64_t		ts_us;
+	char		sandbox[64];	/* "" if no sandbox's */
+	const char	*proto;		/* static: "udp", "tcp" */
+	char		src_ip[46];
+	int		src_port;
+	char		qname[254];	/* as asked ("" for a message without one) */
+	char		qtype[16];	/* "A", "AAAA", "TYPE65"... ("" if none) */
+	const char	*rcode;		/* static: "NOERROR", "NXDOMAIN", ... or
+					 * "" when no answer was sent */
+	const char	*verdict;	/* static: "allow", "deny", "audit" */
+	const char	*reason;	/* static, from the DNS vocabulary */
+	char		rule[300];	/* the allowedDomains/deniedDomains entry */
+	char		answers[400];	/* addresses answered, comma-separated */
+	char		stripped[200];	/* addresses removed from the answer */
+	char		policy_sha256[65];
 };
 
 struct store_stats {
@@ -58,6 +80,9 @@ struct store *store_open(const char *path, const struct store_opts *opts,
  * queue is full (the caller must then fail closed) or ENOMEM.
  */
 int store_put_flow(struct store *s, const struct store_flow *f);
+
+/* Queue a DNS query record; as store_put_flow. */
+int store_put_dns(struct store *s, const struct store_dns *d);
 
 /* A sandbox was created (event "add") or deleted ("del"). */
 int store_put_sandbox(struct store *s, int64_t ts_us, const char *name,

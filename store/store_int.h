@@ -9,6 +9,7 @@
 
 enum store_rec_kind {
 	STORE_REC_FLOW,
+	STORE_REC_DNS,
 	STORE_REC_SANDBOX,
 	STORE_REC_POLICY,
 };
@@ -28,11 +29,15 @@ struct store_policy_rec {
 	char		*text;		/* malloc'ed, owned by the queue slot */
 };
 
-/* One queue slot. Fixed size, so the ring is one allocation. */
+/*
+ * One queue slot. Fixed size, so the ring is one allocation; store_dns
+ * is the largest member and sets the size of every slot.
+ */
 struct store_rec {
 	enum store_rec_kind	kind;
 	union {
 		struct store_flow	 flow;
+		struct store_dns	 dns;
 		struct store_sandbox_rec sandbox;
 		struct store_policy_rec	 policy;
 	} u;

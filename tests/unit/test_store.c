@@ -19,6 +19,27 @@
 
 #include "store/store.h"
 
+/* Version 1's schema exactly as sluice wrote it (8ffc39d:store/db.c). */
+static const char v1_schema_sql[] =
+	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	" deleted_us INTEGER) STRICT;"
+	"CREATE TABLE policies (id INTEGER PRIMARY KEY, sandbox TEXT NOT NULL,"
+	" ts INTEGER NOT NULL, sha256 TEXT NOT NULL, text TEXT NOT NULL) STRICT;"
+	"CREATE TABLE flows (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"
+	" sandbox TEXT, proto TEXT NOT NULL, src_ip TEXT NOT NULL,"
+	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
+	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT) STRICT;"
+	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
+	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
+	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
+	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
+	"CREATE VIEW flow_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch') AS time,"
+	" sandbox, proto, src_ip, src_port, dst_ip, dst_port, verdict, reason,"
+	" rule, policy_sha256 FROM flows;";
+
 struct fixture {
 	char	dir[64];
 	char	path[128];	/* dir/audit.db */
@@ -111,6 +132,38 @@ query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 	return buf;
 }
 
+/* The column names of a table or view, comma-separated, in order. */
+static const char *
+columns(sqlite3 *db, const char *table, char *buf, size_t len)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "SELECT group_concat(name, ',') FROM"
+	    " (SELECT name FROM pragma_table_info('%s') ORDER BY cid)", table);
+	return query_text(db, sql, buf, len);
+}
+
+/*
+ * Every object's type, name and table, every column's name, type, NOT
+ * NULL and key, every index's columns, strictness: what a migrated
+ * database and a new one must agree on.
+ */
+static const char *
+schema_shape(sqlite3 *db, char *buf, size_t len)
+{
+	query_text(db, "SELECT group_concat(sig, ';') FROM (SELECT m.type"
+	    " || ' ' || m.name || ' ' || m.tbl_name || ' strict=' ||"
+	    " coalesce((SELECT strict FROM pragma_table_list(m.name)), '-')"
+	    " || ' (' || coalesce((SELECT group_concat(c.name || ' ' ||"
+	    " c.type || ' ' || c.\"notnull\" || ' ' || c.pk, ',') FROM"
+	    " pragma_table_info(m.name) c), (SELECT group_concat(i.name, ',')"
+	    " FROM pragma_index_info(m.name) i)) || ')' AS sig FROM"
+	    " sqlite_schema m WHERE m.name NOT LIKE 'sqlite_%' ORDER BY"
+	    " m.name)", buf, len);
+	assert_true(strlen(buf) < len - 1);	/* not cut short */
+	return buf;
+}
+
 static int64_t
 path_count(const char *path, const char *sql)
 {
@@ -175,6 +228,25 @@ make_flow(struct store_flow *f, int64_t ts, int dst_port)
 }
 
 static void
+make_dns(struct store_dns *d, int64_t ts)
+{
+	memset(d, 0, sizeof(*d));
+	d->ts_us = ts;
+	strcpy(d->sandbox, "task-a");
+	d->proto = "udp";
+	strcpy(d->src_ip, "10.77.0.2");
+	d->src_port = 53000;
+	strcpy(d->qname, "api.example.com");
+	strcpy(d->qtype, "A");
+	d->rcode = "NOERROR";
+	d->verdict = "allow";
+	d->reason = "allowed_domain";
+	strcpy(d->rule, "*.example.com");
+	strcpy(d->answers, "192.0.2.10,192.0.2.11");
+	strcpy(d->policy_sha256, "ab");
+}
+
+static void
 wait_write_error(struct store *s)
 {
 	struct store_stats st;
@@ -193,15 +265,10 @@ static void
 test_schema(void **state)
 {
 	struct fixture *fx = *state;
-	char path[320], dir[256], buf[256];
+	char path[320], dir[256], buf[512];
 	struct stat sb;
 	struct store *s;
 	sqlite3 *db;
-	sqlite3_stmt *st;
-	static const char *const flow_cols[] = { "id", "ts", "sandbox",
-	    "proto", "src_ip", "src_port", "dst_ip", "dst_port", "verdict",
-	    "reason", "rule", "policy_sha256" };
-	int i;
 
 	/* Two missing directory levels: both are made. */
 	snprintf(dir, sizeof(dir), "%s/var/sluice", fx->dir);
@@ -211,27 +278,47 @@ test_schema(void **state)
 	assert_int_equal(sb.st_mode & 07777, 0750);
 
 	db = peer_open(path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "wal");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
-	    "flow_log,flows,flows_dst,flows_sandbox_ts,flows_verdict_ts,"
-	    "policies,policies_sandbox,sandboxes");
-	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_list"
-	    " WHERE name IN ('flows','policies','sandboxes') AND strict = 1"),
-	    3);
+	    "dns_log,dns_queries,dns_queries_qname,dns_queries_sandbox_ts,"
+	    "flow_log,flows,flows_dst,flows_name,flows_sandbox_ts,"
+	    "flows_verdict_ts,policies,policies_sandbox,sandboxes");
+	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
+	    " FROM (SELECT name FROM pragma_table_list WHERE strict = 1"
+	    " ORDER BY name)", buf, sizeof(buf)),
+	    "dns_queries,flows,policies,sandboxes");
 
-	assert_int_equal(sqlite3_prepare_v2(db, "SELECT name FROM"
-	    " pragma_table_info('flows') ORDER BY cid", -1, &st, NULL),
-	    SQLITE_OK);
-	for (i = 0; i < (int)(sizeof(flow_cols) / sizeof(flow_cols[0])); i++) {
-		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-		expect_text(st, 0, flow_cols[i]);
-	}
-	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
-	sqlite3_finalize(st);
+	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
+	    "id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
+	    "reason,rule,policy_sha256,name");
+	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
+	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
+	    "reason,rule,policy_sha256,name");
+	assert_string_equal(columns(db, "dns_queries", buf, sizeof(buf)),
+	    "id,ts,sandbox,proto,src_ip,src_port,qname,qtype,rcode,verdict,"
+	    "reason,rule,answers,stripped,policy_sha256");
+	assert_string_equal(columns(db, "dns_log", buf, sizeof(buf)),
+	    "id,time,sandbox,proto,src_ip,src_port,qname,qtype,rcode,verdict,"
+	    "reason,rule,answers,stripped,policy_sha256");
+	assert_string_equal(query_text(db, "SELECT group_concat(name || ' ' ||"
+	    " type || ' ' || \"notnull\", ',') FROM (SELECT * FROM"
+	    " pragma_table_info('dns_queries') ORDER BY cid)", buf,
+	    sizeof(buf)), "id INTEGER 0,ts INTEGER 1,sandbox TEXT 0,"
+	    "proto TEXT 1,src_ip TEXT 1,src_port INTEGER 0,qname TEXT 1,"
+	    "qtype TEXT 1,rcode TEXT 0,verdict TEXT 1,reason TEXT 1,"
+	    "rule TEXT 0,answers TEXT 0,stripped TEXT 0,policy_sha256 TEXT 0");
+	assert_string_equal(query_text(db, "SELECT group_concat(idx || ':' ||"
+	    " cols, ' ') FROM (SELECT m.name AS idx, (SELECT group_concat("
+	    "i.name, ',') FROM pragma_index_info(m.name) i) AS cols FROM"
+	    " sqlite_schema m WHERE m.type = 'index' AND m.name IN"
+	    " ('flows_name', 'dns_queries_sandbox_ts', 'dns_queries_qname')"
+	    " ORDER BY m.name)", buf, sizeof(buf)),
+	    "dns_queries_qname:qname dns_queries_sandbox_ts:sandbox,ts"
+	    " flows_name:name");
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -245,6 +332,7 @@ test_flows_round_trip(void **state)
 	struct store *s;
 	sqlite3 *db;
 	sqlite3_stmt *st;
+	char longest[254];
 
 	s = open_ok(fx->path, NULL);
 
@@ -260,6 +348,7 @@ test_flows_round_trip(void **state)
 	f.reason = "sni-not-allowed";
 	strcpy(f.rule, "*.example.com:443");
 	memset(f.policy_sha256, 'e', 64);
+	strcpy(f.name, "api.example.com");
 	assert_int_equal(store_put_flow(s, &f), 0);
 
 	/* Every "none" maps to NULL. */
@@ -274,9 +363,12 @@ test_flows_round_trip(void **state)
 	f.reason = "no-sandbox";
 	assert_int_equal(store_put_flow(s, &f), 0);
 
-	/* Port 0 is a port, not "none". */
+	/* Port 0 is a port, not "none". A name fills its array. */
 	make_flow(&f, 1700000002000000, 0);
 	f.src_port = 0;
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	strcpy(f.name, longest);
 	assert_int_equal(store_put_flow(s, &f), 0);
 
 	assert_int_equal(store_flush(s, 5000), 0);
@@ -291,7 +383,8 @@ test_flows_round_trip(void **state)
 	db = peer_open(fx->path);
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
 	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
-	    " policy_sha256 FROM flows ORDER BY id", -1, &st, NULL), SQLITE_OK);
+	    " policy_sha256, name FROM flows ORDER BY id", -1, &st, NULL),
+	    SQLITE_OK);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
@@ -307,6 +400,7 @@ test_flows_round_trip(void **state)
 	expect_text(st, 10, "*.example.com:443");
 	expect_text(st, 11, "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 	    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
+	expect_text(st, 12, "api.example.com");
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 2);
@@ -321,12 +415,14 @@ test_flows_round_trip(void **state)
 	expect_text(st, 9, "no-sandbox");
 	expect_null(st, 10);
 	expect_null(st, 11);
+	expect_null(st, 12);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 3);
 	expect_int(st, 5, 0);
 	expect_int(st, 7, 0);
 	expect_text(st, 8, "allow");
+	expect_text(st, 12, longest);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
 	sqlite3_finalize(st);
@@ -345,6 +441,7 @@ test_flow_log_time(void **state)
 
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 1700000000123456, 443);
+	strcpy(f.name, "example.com");
 	assert_int_equal(store_put_flow(s, &f), 0);
 	make_flow(&f, 0, 80);
 	assert_int_equal(store_put_flow(s, &f), 0);
@@ -358,8 +455,197 @@ test_flow_log_time(void **state)
 	    " WHERE dst_port = 80", buf, sizeof(buf)),
 	    "1970-01-01T00:00:00.000Z");
 	assert_string_equal(query_text(db, "SELECT sandbox || ' ' || verdict"
-	    " || ' ' || reason FROM flow_log WHERE dst_port = 443", buf,
-	    sizeof(buf)), "task-a allow sni-allowed");
+	    " || ' ' || reason || ' ' || name FROM flow_log WHERE"
+	    " dst_port = 443", buf, sizeof(buf)),
+	    "task-a allow sni-allowed example.com");
+	assert_string_equal(query_text(db, "SELECT name FROM flow_log WHERE"
+	    " dst_port = 80", buf, sizeof(buf)), "NULL");
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_dns_round_trip(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_dns d;
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char qname[254], answers[400];
+
+	s = open_ok(fx->path, NULL);
+
+	/* Every field set, the strings as long as they may be. */
+	memset(&d, 0, sizeof(d));
+	d.ts_us = 1700000000123456;
+	strcpy(d.sandbox, "task-b");
+	d.proto = "tcp";
+	strcpy(d.src_ip, "fd00:77::2");
+	d.src_port = 65535;
+	memset(qname, 'q', sizeof(qname) - 1);
+	qname[sizeof(qname) - 1] = '\0';
+	strcpy(d.qname, qname);
+	strcpy(d.qtype, "TYPE65");
+	d.rcode = "NXDOMAIN";
+	d.verdict = "deny";
+	d.reason = "domain_denied";
+	strcpy(d.rule, "ads.example.com");
+	memset(answers, 'a', sizeof(answers) - 1);
+	answers[sizeof(answers) - 1] = '\0';
+	strcpy(d.answers, answers);
+	strcpy(d.stripped, "10.0.0.1,fd00::1");
+	memset(d.policy_sha256, 'f', 64);
+	assert_int_equal(store_put_dns(s, &d), 0);
+
+	/* A flow between two queries: each table keeps its own order. */
+	make_flow(&f, 5, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	/* Every "none" maps to NULL; an empty qname and qtype stay "". */
+	memset(&d, 0, sizeof(d));
+	d.ts_us = 1700000001000000;
+	d.proto = "udp";
+	strcpy(d.src_ip, "10.77.0.6");
+	d.src_port = -1;
+	d.rcode = "";
+	d.verdict = "audit";
+	d.reason = "malformed_query";
+	assert_int_equal(store_put_dns(s, &d), 0);
+
+	/* Port 0 is a port. */
+	make_dns(&d, 1700000002000000);
+	d.src_port = 0;
+	assert_int_equal(store_put_dns(s, &d), 0);
+
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 4);
+	assert_int_equal(stats.written, 4);
+	assert_int_equal(stats.rejected, 0);
+	assert_int_equal(stats.write_errors, 0);
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 1);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
+	    " src_ip, src_port, qname, qtype, rcode, verdict, reason, rule,"
+	    " answers, stripped, policy_sha256 FROM dns_queries ORDER BY id",
+	    -1, &st, NULL), SQLITE_OK);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_int(st, 1, 1700000000123456);
+	expect_text(st, 2, "task-b");
+	expect_text(st, 3, "tcp");
+	expect_text(st, 4, "fd00:77::2");
+	expect_int(st, 5, 65535);
+	expect_text(st, 6, qname);
+	expect_text(st, 7, "TYPE65");
+	expect_text(st, 8, "NXDOMAIN");
+	expect_text(st, 9, "deny");
+	expect_text(st, 10, "domain_denied");
+	expect_text(st, 11, "ads.example.com");
+	expect_text(st, 12, answers);
+	expect_text(st, 13, "10.0.0.1,fd00::1");
+	expect_text(st, 14, "ffffffffffffffffffffffffffffffff"
+	    "ffffffffffffffffffffffffffffffff");
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_int(st, 1, 1700000001000000);
+	expect_null(st, 2);
+	expect_text(st, 3, "udp");
+	expect_text(st, 4, "10.77.0.6");
+	expect_null(st, 5);
+	expect_text(st, 6, "");
+	expect_text(st, 7, "");
+	expect_null(st, 8);
+	expect_text(st, 9, "audit");
+	expect_text(st, 10, "malformed_query");
+	expect_null(st, 11);
+	expect_null(st, 12);
+	expect_null(st, 13);
+	expect_null(st, 14);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 3);
+	expect_int(st, 1, 1700000002000000);
+	expect_text(st, 2, "task-a");
+	expect_text(st, 3, "udp");
+	expect_text(st, 4, "10.77.0.2");
+	expect_int(st, 5, 0);
+	expect_text(st, 6, "api.example.com");
+	expect_text(st, 7, "A");
+	expect_text(st, 8, "NOERROR");
+	expect_text(st, 9, "allow");
+	expect_text(st, 10, "allowed_domain");
+	expect_text(st, 11, "*.example.com");
+	expect_text(st, 12, "192.0.2.10,192.0.2.11");
+	expect_null(st, 13);
+	expect_text(st, 14, "ab");
+
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+
+	/* The CHECK holds for rows from elsewhere too. */
+	assert_int_not_equal(sqlite3_exec(db, "INSERT INTO dns_queries (ts,"
+	    " proto, src_ip, qname, qtype, verdict, reason) VALUES (1, 'udp',"
+	    " 'x', 'q', 'A', 'drop', 'r')", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	store_close(s);
+}
+
+static void
+test_dns_log(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_dns d;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char buf[64];
+
+	s = open_ok(fx->path, NULL);
+	make_dns(&d, 1700000000123456);
+	assert_int_equal(store_put_dns(s, &d), 0);
+	make_dns(&d, 0);
+	strcpy(d.qname, "epoch.example.com");
+	d.src_port = -1;
+	strcpy(d.rule, "");
+	assert_int_equal(store_put_dns(s, &d), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT time FROM dns_log WHERE"
+	    " qname = 'epoch.example.com'", buf, sizeof(buf)),
+	    "1970-01-01T00:00:00.000Z");
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM dns_log"
+	    " ORDER BY id", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_column_count(st), 15);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_text(st, 1, "2023-11-14T22:13:20.123Z");
+	expect_text(st, 2, "task-a");
+	expect_text(st, 3, "udp");
+	expect_text(st, 4, "10.77.0.2");
+	expect_int(st, 5, 53000);
+	expect_text(st, 6, "api.example.com");
+	expect_text(st, 7, "A");
+	expect_text(st, 8, "NOERROR");
+	expect_text(st, 9, "allow");
+	expect_text(st, 10, "allowed_domain");
+	expect_text(st, 11, "*.example.com");
+	expect_text(st, 12, "192.0.2.10,192.0.2.11");
+	expect_null(st, 13);
+	expect_text(st, 14, "ab");
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_null(st, 5);
+	expect_null(st, 11);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -468,6 +754,7 @@ test_bad_records_refused(void **state)
 {
 	struct fixture *fx = *state;
 	struct store_flow f;
+	struct store_dns d;
 	struct store_stats stats;
 	struct store *s;
 	char longname[100];
@@ -491,6 +778,79 @@ test_bad_records_refused(void **state)
 	make_flow(&f, 1, 443);
 	f.reason = NULL;
 	assert_int_equal(store_put_flow(s, &f), -1);
+	make_flow(&f, 1, 443);
+	memset(f.name, 'n', sizeof(f.name));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+
+	make_dns(&d, 1);
+	d.verdict = "drop";
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.verdict = NULL;
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.proto = NULL;
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.reason = NULL;
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.rcode = NULL;		/* "" is the way to say none */
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.src_port = -2;
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	d.src_port = 65536;
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	/* Each fixed string, not terminated. */
+	make_dns(&d, 1);
+	memset(d.sandbox, 'x', sizeof(d.sandbox));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.src_ip, 'x', sizeof(d.src_ip));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.qname, 'x', sizeof(d.qname));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.qtype, 'x', sizeof(d.qtype));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.rule, 'x', sizeof(d.rule));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.answers, 'x', sizeof(d.answers));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.stripped, 'x', sizeof(d.stripped));
+	assert_int_equal(store_put_dns(s, &d), -1);
+	make_dns(&d, 1);
+	memset(d.policy_sha256, 'x', sizeof(d.policy_sha256));
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_int_equal(store_put_dns(s, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	make_dns(&d, 1);
+	assert_int_equal(store_put_dns(NULL, &d), -1);
 
 	assert_int_equal(store_put_sandbox(s, 1, "a", "rename", "x", "y"), -1);
 	assert_int_equal(errno, EINVAL);
@@ -509,7 +869,8 @@ test_bad_records_refused(void **state)
 	assert_int_equal(stats.rejected, 0);
 	store_close(s);
 	assert_int_equal(path_count(fx->path, "SELECT (SELECT count(*) FROM"
-	    " flows) + (SELECT count(*) FROM sandboxes)"), 0);
+	    " flows) + (SELECT count(*) FROM sandboxes) + (SELECT count(*)"
+	    " FROM dns_queries)"), 0);
 }
 
 /* A second connection holds the write lock: the queue fills, nothing is lost. */
@@ -520,6 +881,7 @@ test_queue_full_then_recovers(void **state)
 	struct store_opts opts = { .queue_cap = 4, .batch_max = 2,
 	    .flush_ms = 5 };
 	struct store_flow f;
+	struct store_dns d;
 	struct store_stats stats;
 	struct store *s;
 	sqlite3 *lock;
@@ -529,10 +891,12 @@ test_queue_full_then_recovers(void **state)
 	lock = peer_open(fx->path);
 	peer_exec(lock, "BEGIN EXCLUSIVE");
 
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		make_flow(&f, 1000 + i, 443);
 		assert_int_equal(store_put_flow(s, &f), 0);
 	}
+	make_dns(&d, 1002);
+	assert_int_equal(store_put_dns(s, &d), 0);
 	/* Its text must survive the failed attempts (ASan watches). */
 	assert_int_equal(store_put_policy(s, 1003, "task-a", "cd",
 	    "policy text"), 0);
@@ -550,6 +914,10 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(store_put_sandbox(s, 2002, "task-a", "add", "i",
 	    "a"), -1);
 	assert_int_equal(errno, ENOBUFS);
+	make_dns(&d, 2003);
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, ENOBUFS);
 
 	wait_write_error(s);
 	errno = 0;
@@ -557,7 +925,7 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(errno, ETIMEDOUT);
 	store_stats(s, &stats);
 	assert_int_equal(stats.queued, 4);
-	assert_int_equal(stats.rejected, 3);
+	assert_int_equal(stats.rejected, 4);
 	assert_int_equal(stats.written, 0);
 	assert_int_equal(stats.depth, 4);
 	assert_true(stats.write_errors > 0);
@@ -570,7 +938,7 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(stats.queued, 4);
 	assert_int_equal(stats.written, 4);
 	assert_int_equal(stats.depth, 0);
-	assert_int_equal(stats.rejected, 3);
+	assert_int_equal(stats.rejected, 4);
 	assert_true(stats.write_errors > 0);
 	assert_true(store_has_room(s, 4));
 	assert_false(store_has_room(s, 5));
@@ -581,9 +949,13 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(store_flush(s, 10000), 0);
 	store_close(s);
 
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 4);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 3);
 	assert_int_equal(path_count(fx->path, "SELECT sum(ts) FROM flows"),
-	    1000 + 1001 + 1002 + 3000);
+	    1000 + 1001 + 3000);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE ts = 1002 AND qname = 'api.example.com'"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM policies"
 	    " WHERE text = 'policy text' AND ts = 1003"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
@@ -597,6 +969,7 @@ test_close_while_locked(void **state)
 	struct fixture *fx = *state;
 	struct store_opts opts = { .queue_cap = 8, .flush_ms = 5 };
 	struct store_flow f;
+	struct store_dns d;
 	struct store *s;
 	sqlite3 *lock;
 	struct timespec t0, t1;
@@ -608,6 +981,8 @@ test_close_while_locked(void **state)
 	make_flow(&f, 1, 443);
 	assert_int_equal(store_put_flow(s, &f), 0);
 	assert_int_equal(store_put_policy(s, 2, "a", "b", "lost text"), 0);
+	make_dns(&d, 3);
+	assert_int_equal(store_put_dns(s, &d), 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	store_close(s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -616,6 +991,8 @@ test_close_while_locked(void **state)
 	assert_true(secs >= 1.9 && secs < 4.0);
 	peer_exec(lock, "COMMIT");
 	sqlite3_close(lock);
+	assert_int_equal(path_count(fx->path, "SELECT (SELECT count(*) FROM"
+	    " flows) + (SELECT count(*) FROM dns_queries)"), 0);
 }
 
 static void
@@ -707,34 +1084,214 @@ test_reader_does_not_block(void **state)
 	store_close(s);
 }
 
+/* A version 2 database opens as it is. */
 static void
 test_reopen_keeps_rows(void **state)
 {
 	struct fixture *fx = *state;
 	struct store_flow f;
+	struct store_dns d;
 	struct store *s;
+	sqlite3 *db;
+	char before[8192], after[8192];
 
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 1, 443);
 	assert_int_equal(store_put_flow(s, &f), 0);
+	make_dns(&d, 1);
+	assert_int_equal(store_put_dns(s, &d), 0);
 	assert_int_equal(store_put_sandbox(s, 1, "task-a", "add", "sl-task-a",
 	    "10.77.0.2/30"), 0);
 	store_close(s);	/* flushes */
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 1);
+	db = peer_open(fx->path);
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
 
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 2, 80);
 	assert_int_equal(store_put_flow(s, &f), 0);
+	make_dns(&d, 2);
+	strcpy(d.qname, "second.example.com");
+	assert_int_equal(store_put_dns(s, &d), 0);
 	assert_int_equal(store_put_sandbox(s, 3, "task-a", "del", NULL, NULL),
 	    0);
 	store_close(s);
+
+	db = peer_open(fx->path);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	sqlite3_close(db);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 2);
+	assert_int_equal(path_count(fx->path, "SELECT ts FROM dns_queries"
+	    " WHERE qname = 'second.example.com'"), 2);
 
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 2);
 	assert_int_equal(path_count(fx->path, "SELECT sum(dst_port) FROM"
 	    " flows"), 443 + 80);
 	assert_int_equal(path_count(fx->path, "SELECT deleted_us FROM"
 	    " sandboxes WHERE name = 'task-a'"), 3);
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 1);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 2);
+}
+
+/* A database as sluice version 1 left it: WAL, rows in every table. */
+static void
+make_v1(const char *path)
+{
+	sqlite3 *db = peer_open(path);
+	char buf[16];
+
+	assert_string_equal(query_text(db, "PRAGMA journal_mode = WAL", buf,
+	    sizeof(buf)), "wal");
+	peer_exec(db, "BEGIN");
+	peer_exec(db, v1_schema_sql);
+	peer_exec(db, "PRAGMA user_version = 1");
+	peer_exec(db, "INSERT INTO sandboxes (name, ifname, addr, created_us)"
+	    " VALUES ('task-a', 'sl-task-a', '10.77.0.2/30', 100)");
+	peer_exec(db, "INSERT INTO policies (sandbox, ts, sha256, text) VALUES"
+	    " ('task-a', 150, 'aa', '{}')");
+	peer_exec(db, "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port,"
+	    " dst_ip, dst_port, verdict, reason, rule, policy_sha256) VALUES"
+	    " (1700000000123456, 'task-a', 'tcp', '10.77.0.2', 40000,"
+	    " '192.0.2.10', 443, 'allow', 'allowed_cidr', '192.0.2.0/24:443',"
+	    " 'aa'), (1700000001000000, NULL, 'icmp', '10.77.0.6', NULL,"
+	    " '198.51.100.7', NULL, 'deny', 'unknown_sandbox', NULL, NULL)");
+	peer_exec(db, "COMMIT");
+	sqlite3_close(db);
+}
+
+static void
+test_upgrade_from_v1(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_dns d;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char fresh[192], buf[512], want[8192], got[8192];
+
+	/* What a new database looks like, to compare with. */
+	snprintf(fresh, sizeof(fresh), "%s/fresh.db", fx->dir);
+	store_close(open_ok(fresh, NULL));
+	db = peer_open(fresh);
+	schema_shape(db, want, sizeof(want));
+	sqlite3_close(db);
+
+	make_v1(fx->path);
+	s = open_ok(fx->path, NULL);
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
+	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
+	    "reason,rule,policy_sha256,name");
+	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 0);
+
+	/* The old rows, untouched, with no name. */
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
+	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
+	    " policy_sha256, name FROM flows ORDER BY id", -1, &st, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_int(st, 1, 1700000000123456);
+	expect_text(st, 2, "task-a");
+	expect_text(st, 3, "tcp");
+	expect_text(st, 4, "10.77.0.2");
+	expect_int(st, 5, 40000);
+	expect_text(st, 6, "192.0.2.10");
+	expect_int(st, 7, 443);
+	expect_text(st, 8, "allow");
+	expect_text(st, 9, "allowed_cidr");
+	expect_text(st, 10, "192.0.2.0/24:443");
+	expect_text(st, 11, "aa");
+	expect_null(st, 12);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_null(st, 2);
+	expect_null(st, 5);
+	expect_null(st, 7);
+	expect_text(st, 9, "unknown_sandbox");
+	expect_null(st, 10);
+	expect_null(st, 11);
+	expect_null(st, 12);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	assert_string_equal(query_text(db, "SELECT time || ' ' || verdict ||"
+	    " ' ' || coalesce(name, 'NULL') FROM flow_log WHERE id = 1", buf,
+	    sizeof(buf)), "2023-11-14T22:13:20.123Z allow NULL");
+	assert_string_equal(query_text(db, "SELECT name || ' ' || ifname ||"
+	    " ' ' || addr || ' ' || created_us FROM sandboxes", buf,
+	    sizeof(buf)), "task-a sl-task-a 10.77.0.2/30 100");
+	assert_string_equal(query_text(db, "SELECT sandbox || ' ' || ts ||"
+	    " ' ' || sha256 || ' ' || text FROM policies", buf, sizeof(buf)),
+	    "task-a 150 aa {}");
+	sqlite3_close(db);
+
+	/* New rows go on from there. */
+	make_flow(&f, 3, 443);
+	strcpy(f.name, "example.com");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_dns(&d, 4);
+	assert_int_equal(store_put_dns(s, &d), 0);
+	store_close(s);
+
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT id || ' ' || name FROM"
+	    " flow_log WHERE id = 3", buf, sizeof(buf)),
+	    "3 example.com");
+	assert_string_equal(query_text(db, "SELECT id || ' ' || qname || ' ' ||"
+	    " time FROM dns_log", buf, sizeof(buf)),
+	    "1 api.example.com 1970-01-01T00:00:00.000Z");
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 3);
+	sqlite3_close(db);
+
+	/* And the upgraded file opens as is from then on. */
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	sqlite3_close(db);
+}
+
+/* An upgrade that fails half way leaves version 1 as it was. */
+static void
+test_upgrade_is_one_transaction(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512], before[8192], after[8192];
+	sqlite3 *db;
+
+	make_v1(fx->path);
+	/* An operator's own view by a name version 2 wants, made last. */
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE VIEW dns_log AS SELECT 1 AS mine");
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
+
+	err[0] = '\0';
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: cannot upgrade the schema from"
+	    " version 1: view dns_log already exists", fx->path);
+	assert_string_equal(err, want);
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flows') WHERE name = 'name'"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema"
+	    " WHERE name IN ('dns_queries', 'flows_name')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+
+	/* Once the operator moves it aside, the upgrade goes through. */
+	peer_exec(db, "DROP VIEW dns_log");
+	sqlite3_close(db);
+	store_close(open_ok(fx->path, NULL));
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE name IS NULL"), 2);
 }
 
 static void
@@ -745,19 +1302,19 @@ test_newer_schema_refused(void **state)
 	sqlite3 *db;
 
 	db = peer_open(fx->path);
-	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 2");
+	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 3");
 	sqlite3_close(db);
 
 	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: database schema version 2 is newer"
-	    " than this sluice (1)", fx->path);
+	snprintf(want, sizeof(want), "%s: database schema version 3 is newer"
+	    " than this sluice (2)", fx->path);
 	assert_string_equal(err, want);
 
 	/* Refused before anything was changed. */
 	db = peer_open(fx->path);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "delete");
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
 	sqlite3_close(db);
 }
 
@@ -824,17 +1381,27 @@ test_many_records(void **state)
 	struct fixture *fx = *state;
 	const int64_t n = 100000, base = 1700000000000000;
 	struct store_flow f;
+	struct store_dns d;
 	struct store_stats stats;
 	struct store *s;
 	int64_t i;
 	char sql[256];
 
+	/* Every fifth record is a DNS query. */
 	s = open_ok(fx->path, NULL);
 	for (i = 0; i < n; i++) {
-		make_flow(&f, base + i, (int)(i % 65536));
-		snprintf(f.rule, sizeof(f.rule), "rule-%lld", (long long)i);
+		if (i % 5 == 4) {
+			make_dns(&d, base + i);
+			snprintf(d.qname, sizeof(d.qname), "q%lld.example",
+			    (long long)i);
+		} else {
+			make_flow(&f, base + i, (int)(i % 65536));
+			snprintf(f.rule, sizeof(f.rule), "rule-%lld",
+			    (long long)i);
+		}
 		/* A producer faster than the disk is refused, not blocked. */
-		while (store_put_flow(s, &f) == -1) {
+		while ((i % 5 == 4 ? store_put_dns(s, &d) :
+		    store_put_flow(s, &f)) == -1) {
 			assert_int_equal(errno, ENOBUFS);
 			usleep(1000);
 		}
@@ -848,15 +1415,26 @@ test_many_records(void **state)
 	assert_true(stats.batches >= (uint64_t)(n / STORE_BATCH_DEFAULT));
 	store_close(s);
 
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), n);
-	assert_int_equal(path_count(fx->path, "SELECT count(DISTINCT ts)"
-	    " FROM flows"), n);
-	snprintf(sql, sizeof(sql), "SELECT sum(ts - %lld) FROM flows",
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    n / 5 * 4);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), n / 5);
+	assert_int_equal(path_count(fx->path, "SELECT count(DISTINCT ts) FROM"
+	    " (SELECT ts FROM flows UNION ALL SELECT ts FROM dns_queries)"), n);
+	snprintf(sql, sizeof(sql), "SELECT sum(ts - %lld) FROM (SELECT ts"
+	    " FROM flows UNION ALL SELECT ts FROM dns_queries)",
 	    (long long)base);
 	assert_int_equal(path_count(fx->path, sql), n * (n - 1) / 2);
-	/* Ring order is commit order. */
+	/* Ring order is commit order: the k-th flow (from 0) was record
+	 * k + k / 4, the k-th query record 5k + 4. */
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM flows WHERE"
-	    " ts - %lld != id - 1 OR rule != 'rule-' || (id - 1)",
+	    " ts - %lld != (id - 1) + (id - 1) / 4 OR"
+	    " rule != 'rule-' || (ts - %lld)", (long long)base,
+	    (long long)base);
+	assert_int_equal(path_count(fx->path, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM dns_queries WHERE"
+	    " ts - %lld != 5 * (id - 1) + 4 OR"
+	    " qname != 'q' || (ts - %lld) || '.example'", (long long)base,
 	    (long long)base);
 	assert_int_equal(path_count(fx->path, sql), 0);
 }
@@ -881,6 +1459,9 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_flow_log_time, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_dns_round_trip, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_dns_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandboxes_and_policies,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_records_refused, setup,
@@ -895,6 +1476,10 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_keeps_rows, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v1, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_is_one_transaction,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_db_refused, setup,

@@ -75,6 +75,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory all $(UNITBIN)
 	$(Q)sh tests/run-unit.sh $(UNITBIN)
 	$(Q)$(MAKE) --no-print-directory asan
+	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)sh tests/run-scenarios.sh
 	@echo "== scenarios $(ASAN_SCENARIOS) again, with sluiced and sluice under ASan+UBSan"
 	$(Q)SLUICED=$(CURDIR)/build-asan/sluiced SLUICE=$(CURDIR)/build-asan/sluice \
@@ -90,6 +91,36 @@ asan:
 	$(Q)$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
 	    LDFLAGS="-fsanitize=address,undefined" all unit
 
+# libFuzzer target for the DNS message parsers, run briefly on a copy of the
+# seed corpus so that new inputs stay out of the tree. Needs clang and its
+# fuzzer runtime (libclang-rt-14-dev); skipped, not failed, without them.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 10
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all -D_GNU_SOURCE -I.
+FUZZ_PROBE := echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' | \
+              $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
+
+$(B)/fuzz_dns: tests/fuzz/fuzz_dns.c dns/msg.c dns/name.c dns/dns.h
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_dns.c dns/msg.c dns/name.c
+
+fuzz:
+	$(Q)if ! $(FUZZ_PROBE); then \
+		echo "fuzz: skipped (no clang fuzzer runtime)"; exit 0; fi; \
+	$(MAKE) --no-print-directory -s $(B)/fuzz_dns || exit 1; \
+	rm -rf $(B)/fuzz/corpus_dns && mkdir -p $(B)/fuzz && \
+	cp -R tests/fuzz/corpus_dns $(B)/fuzz/corpus_dns && \
+	if $(B)/fuzz_dns -max_total_time=$(FUZZ_TIME) \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus_dns \
+	    >$(B)/fuzz/fuzz_dns.log 2>&1; then \
+		echo "fuzz: dns: $$(grep '^Done' $(B)/fuzz/fuzz_dns.log)"; \
+	else \
+		tail -n 40 $(B)/fuzz/fuzz_dns.log; \
+		echo "fuzz: dns FAILED (crash input under $(B)/fuzz/)"; exit 1; \
+	fi
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(B)/sluiced $(DESTDIR)$(SBINDIR)/sluiced
@@ -100,6 +131,6 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps unit scenarios test demo asan install clean
+.PHONY: all deps unit scenarios test demo asan fuzz install clean
 
 -include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d

@@ -7,7 +7,8 @@ PKGS="build-essential pkg-config
 libnetfilter-queue-dev libmnl-dev libsqlite3-dev libjansson-dev libssl-dev libcmocka-dev
 iptables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
-bind9-dnsutils iputils-ping"
+bind9-dnsutils iputils-ping
+clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do

@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <poll.h>
 
 #define DNS_NAME_MAX	253	/* presentation form, no trailing dot */
 #define DNS_LABEL_MAX	63
@@ -23,5 +25,267 @@ bool dns_name_normalize(const char *in, size_t len, char *out,
  * subdomain of pattern at any depth.
  */
 bool dns_name_match(const char *name, const char *pattern, bool wildcard);
+
+/* ---- messages (msg.c): pure parsers and writers over caller buffers ---- */
+
+#define DNS_HDR_LEN	12
+#define DNS_UDP_PLAIN	512	/* a UDP answer's limit without EDNS */
+#define DNS_EDNS_SIZE	1232	/* what sluice offers and accepts with EDNS */
+#define DNS_RR_MAX	32	/* answer records kept from one response */
+
+enum dns_type {
+	DNS_T_A = 1, DNS_T_NS = 2, DNS_T_CNAME = 5, DNS_T_SOA = 6,
+	DNS_T_PTR = 12, DNS_T_MX = 15, DNS_T_TXT = 16, DNS_T_AAAA = 28,
+	DNS_T_SRV = 33, DNS_T_OPT = 41, DNS_T_SVCB = 64, DNS_T_HTTPS = 65,
+	DNS_T_ANY = 255,
+};
+
+enum dns_rcode {
+	DNS_R_NOERROR = 0, DNS_R_FORMERR = 1, DNS_R_SERVFAIL = 2,
+	DNS_R_NXDOMAIN = 3, DNS_R_NOTIMP = 4, DNS_R_REFUSED = 5,
+};
+
+enum dns_parse_error {
+	DNS_PARSE_OK = 0,
+	DNS_PARSE_SHORT,	/* shorter than its header or a field says */
+	DNS_PARSE_NOT_QUERY,	/* QR set, or opcode != QUERY (for queries) */
+	DNS_PARSE_NOT_RESPONSE,	/* QR clear (for responses) */
+	DNS_PARSE_QDCOUNT,	/* QDCOUNT != 1 */
+	DNS_PARSE_BAD_NAME,	/* label > 63, name > 253, bad label type,
+				 * pointer loop or forward pointer, a pointer
+				 * in a query's question */
+	DNS_PARSE_BAD_RR,	/* a record's length disagrees with its type
+				 * or runs past the message */
+	DNS_PARSE_TRAILING,	/* bytes after the last section (queries) */
+	DNS_PARSE_EXTRA_RR,	/* a query with answer or authority records,
+				 * or additional ones other than one OPT */
+};
+
+/*
+ * A query as received. qname keeps the sender's case (answers echo it) in
+ * presentation form without the trailing dot ("" for the root); labels
+ * holding '.' or bytes outside 0x21..0x7e make the name invalid
+ * (DNS_PARSE_BAD_NAME), so qname is always printable.
+ */
+struct dns_query {
+	uint16_t	id;
+	uint16_t	flags;		/* the header's second 16 bits, host order */
+	char		qname[DNS_NAME_MAX + 1];
+	uint16_t	qtype;
+	uint16_t	qclass;
+	bool		edns;		/* an OPT record was present */
+	uint16_t	udp_size;	/* the OPT's payload size, else 512 */
+};
+
+/* One kept answer record: A, AAAA or CNAME. Names as for dns_query. */
+struct dns_rr {
+	char		name[DNS_NAME_MAX + 1];
+	uint16_t	type;
+	uint32_t	ttl;
+	union {
+		uint8_t	a[4];		/* network order */
+		uint8_t	aaaa[16];
+		char	cname[DNS_NAME_MAX + 1];
+	} data;
+};
+
+/* A response as received from an upstream resolver. */
+struct dns_response {
+	uint16_t	id;
+	uint16_t	flags;
+	uint8_t		rcode;
+	char		qname[DNS_NAME_MAX + 1];
+	uint16_t	qtype;
+	uint16_t	qclass;
+	size_t		nrr;		/* kept A/AAAA/CNAME answer records */
+	struct dns_rr	rr[DNS_RR_MAX];
+	size_t		nskipped;	/* other answer records, or beyond RR_MAX */
+};
+
+/*
+ * Parses a query (one question, no answer/authority records; additional
+ * records only an OPT). Pure: no allocation, no globals. Returns
+ * DNS_PARSE_OK and fills q; on an error q->id is still set when len >= 2.
+ */
+enum dns_parse_error dns_parse_query(const uint8_t *buf, size_t len,
+    struct dns_query *q);
+
+/*
+ * Parses a response: the header, one question, and the answer section's
+ * A, AAAA and CNAME records in order (others are counted in nskipped);
+ * authority and additional sections are not read. Compression pointers
+ * are followed backwards only, with a bound on hops.
+ */
+enum dns_parse_error dns_parse_response(const uint8_t *buf, size_t len,
+    struct dns_response *r);
+
+const char *dns_parse_error_str(enum dns_parse_error e);
+
+/*
+ * Writes an answer to q into out (cap bytes): header with q's id, QR, RD
+ * copied from q, RA set, the given rcode; q's question; then the records
+ * (A, AAAA, CNAME) with their TTLs; an OPT record when q had one. If the
+ * records do not fit in limit bytes (the client's UDP size, or 65535 over
+ * TCP) none are written and TC is set. Returns the length, or -1 if even
+ * the header and question do not fit in cap.
+ */
+int dns_write_answer(uint8_t *out, size_t cap, size_t limit,
+    const struct dns_query *q, unsigned rcode, const struct dns_rr *rr,
+    size_t nrr);
+
+/* A FORMERR for a message that did not parse: its id (if it had one), no
+ * question. Returns the length (12) or -1. */
+int dns_write_formerr(uint8_t *out, size_t cap, const uint8_t *in,
+    size_t inlen);
+
+/* A recursive query for name/type/class with id, and an OPT record
+ * offering DNS_EDNS_SIZE. Returns the length or -1. */
+int dns_write_query(uint8_t *out, size_t cap, uint16_t id, const char *name,
+    uint16_t qtype, uint16_t qclass);
+
+/* "A", "AAAA", "HTTPS", ... or "TYPE123" in buf (at least 12 bytes). */
+const char *dns_type_str(uint16_t type, char *buf, size_t len);
+/* "NOERROR", "NXDOMAIN", ... or "RCODE12" (static or buf). */
+const char *dns_rcode_str(unsigned rcode, char *buf, size_t len);
+
+/* Case-insensitive equality of two presentation names. */
+bool dns_name_equal(const char *a, const char *b);
+
+/* ---- bindings (bind.c): which addresses a sandbox may reach, by name --- */
+
+/*
+ * A binding says: sandbox S resolved NAME and got ADDR, so until EXPIRES
+ * a new flow from S to ADDR may be admitted as NAME. One address may be
+ * bound to several names for one sandbox (virtual hosts, CDNs), and the
+ * same address to several sandboxes independently. Bounded in total and
+ * per sandbox; at a bound, expired entries are reclaimed first, and if
+ * none is expired the new binding is refused (ENOSPC): the caller must
+ * then leave the address out of the answer (fail closed).
+ */
+struct dns_bindings;
+
+struct dns_bindings *dns_bindings_new(size_t max_total, size_t max_per_sandbox);
+void dns_bindings_free(struct dns_bindings *b);	/* NULL-safe */
+
+/*
+ * Binds (sandbox, addr) to name (normalised, lower case) until
+ * expires_ms (CLOCK_MONOTONIC ms). An existing binding of the same triple
+ * is extended (never shortened). Returns 0, or -1 with errno ENOSPC (a
+ * bound), ENAMETOOLONG or ENOMEM.
+ */
+int dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
+    const char *name, uint64_t now_ms, uint64_t expires_ms);
+
+/*
+ * Calls fn(arg, name) for each live binding of (sandbox, addr) at now_ms
+ * until fn returns true. Returns true if some fn call returned true. The
+ * name pointer is valid during the call only.
+ */
+typedef bool (*dns_binding_fn)(void *arg, const char *name);
+bool dns_bindings_find(struct dns_bindings *b, uint32_t sandbox,
+    uint32_t addr, uint64_t now_ms, dns_binding_fn fn, void *arg);
+
+/* Drops every binding of sandbox (it was deleted or got a new policy). */
+void dns_bindings_forget(struct dns_bindings *b, uint32_t sandbox);
+
+/* Live and expired-but-unreclaimed entries, in total / for one sandbox. */
+size_t dns_bindings_count(const struct dns_bindings *b);
+size_t dns_bindings_count_sandbox(const struct dns_bindings *b,
+    uint32_t sandbox);
+
+/* ---- the resolver (resolver.c): sockets, upstreams, timeouts ---------- */
+
+/*
+ * The server side of sluice's resolver: UDP and TCP port 53 listeners,
+ * queries forwarded to upstream resolvers over UDP (one socket with a
+ * random port and id per query in flight, answers checked against id,
+ * name, type and class), timeouts, and TCP framing. What to answer is the
+ * caller's: it is asked through dns_resolver_ops. Single-threaded: the
+ * caller polls the descriptors dns_resolver_pollfds gives and hands the
+ * results back. Sockets are made in the network namespace of the thread
+ * calling dns_resolver_open/dns_resolver_process.
+ */
+#define DNS_PENDING_MAX		512	/* queries in flight upstream */
+#define DNS_TCP_MAX		64	/* client TCP connections */
+#define DNS_TCP_MSG_MAX		4096	/* a TCP query or answer we handle */
+#define DNS_UPSTREAM_MAX	8
+#define DNS_UPSTREAM_TRY_MS	1500	/* per upstream, then the next one */
+#define DNS_TCP_IDLE_MS		10000
+
+enum dns_action {
+	DNS_ANSWER,	/* answer now with *rcode and no records */
+	DNS_FORWARD,	/* ask the upstreams */
+	DNS_DROP,	/* send nothing */
+};
+
+/* One query, from arrival to answer. */
+struct dns_request {
+	struct dns_query	 q;
+	enum dns_parse_error	 perr;		/* != OK: the message was malformed */
+	char			 name[DNS_NAME_MAX + 1];	/* q.qname normalised */
+	bool			 name_ok;	/* q.qname is a valid host name */
+	uint32_t		 ifindex;	/* ingress interface */
+	uint32_t		 src_addr;	/* network order */
+	uint16_t		 src_port;	/* host order */
+	uint32_t		 dst_addr;	/* the address it was sent to */
+	bool			 tcp;
+	union {					/* the caller's, per request */
+		max_align_t	 align;
+		unsigned char	 bytes[1536];
+	}			 user;
+};
+
+struct dns_resolver_ops {
+	/*
+	 * A message arrived. For a malformed one (req->perr) the answer is
+	 * FORMERR unless DNS_DROP is returned. Otherwise return DNS_FORWARD,
+	 * or DNS_ANSWER with *rcode set.
+	 */
+	enum dns_action	(*query)(void *arg, struct dns_request *req,
+			    unsigned *rcode);
+	/*
+	 * The upstream answered with r (NULL: no upstream answered in time,
+	 * or no slot was free). Keep what may be sent by editing r->rr and
+	 * r->nrr in place (TTLs too) and set *rcode.
+	 */
+	void		(*response)(void *arg, struct dns_request *req,
+			    struct dns_response *r, unsigned *rcode);
+	/* The request is over: rcode is what was sent, -1 if nothing. */
+	void		(*done)(void *arg, struct dns_request *req, int rcode);
+};
+
+struct dns_resolver_stats {
+	uint64_t	queries, answered, forwarded, upstream_timeouts;
+	uint64_t	malformed, dropped, mismatched, tcp_conns;
+};
+
+struct dns_resolver;
+
+/*
+ * Listens on addr:port (network order; INADDR_ANY for every gateway
+ * address) over UDP and TCP, forwarding to the upstreams (network order,
+ * port 53). Returns NULL with a message in err.
+ */
+struct dns_resolver *dns_resolver_open(uint32_t addr, uint16_t port,
+    const uint32_t *upstreams, size_t nupstreams,
+    const struct dns_resolver_ops *ops, void *arg, char *err, size_t errlen);
+
+/* Fills up to max pollfds (events set); returns how many. */
+size_t dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd,
+    size_t max);
+
+/* Handles the results of poll for the n descriptors dns_resolver_pollfds
+ * gave, and every timeout due at now_ms (CLOCK_MONOTONIC). */
+void dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
+    size_t n, uint64_t now_ms);
+
+/* Milliseconds until the next timeout (-1: none). */
+int dns_resolver_timeout(const struct dns_resolver *r, uint64_t now_ms);
+
+void dns_resolver_stats(const struct dns_resolver *r,
+    struct dns_resolver_stats *out);
+
+/* NULL-safe; requests in flight end with done(-1). */
+void dns_resolver_close(struct dns_resolver *r);
 
 #endif

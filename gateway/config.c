@@ -15,7 +15,7 @@ enum {
 	OPT_CONTROL = 256, OPT_DB, OPT_STATE_DIR, OPT_NETNS, OPT_POOL,
 	OPT_UPLINK_NETNS, OPT_UPLINK_ADDR, OPT_UPLINK_PEER_ADDR,
 	OPT_DNS_UPSTREAM, OPT_QUEUE_NUM, OPT_QUEUE_MAXLEN, OPT_TEARDOWN,
-	OPT_HELP, OPT_VERSION,
+	OPT_HELP, OPT_VERSION, OPT_DNS_TTL_MIN, OPT_DNS_TTL_MAX, OPT_DNS_GRACE,
 };
 
 static const struct option long_opts[] = {
@@ -30,6 +30,9 @@ static const struct option long_opts[] = {
 	{ "dns-upstream",	required_argument, NULL, OPT_DNS_UPSTREAM },
 	{ "queue-num",		required_argument, NULL, OPT_QUEUE_NUM },
 	{ "queue-maxlen",	required_argument, NULL, OPT_QUEUE_MAXLEN },
+	{ "dns-ttl-min",	required_argument, NULL, OPT_DNS_TTL_MIN },
+	{ "dns-ttl-max",	required_argument, NULL, OPT_DNS_TTL_MAX },
+	{ "dns-grace",		required_argument, NULL, OPT_DNS_GRACE },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -40,7 +43,8 @@ static const char usage_text[] =
 "usage: sluiced [-fv] [-c FILE] [--control SOCK] [--db FILE] [--state-dir DIR]\n"
 "               [--netns NAME] [--pool CIDR] [--uplink-netns NAME\n"
 "               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
-"               [--queue-num N] [--queue-maxlen N] [--teardown]\n"
+"               [--queue-num N] [--queue-maxlen N] [--dns-ttl-min S]\n"
+"               [--dns-ttl-max S] [--dns-grace S] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -53,6 +57,9 @@ static const char usage_text[] =
 "  --uplink-netns NAME, --uplink-addr CIDR, --uplink-peer-addr CIDR\n"
 "                     uplink as a veth into an existing namespace\n"
 "  --dns-upstream IP  upstream resolver (repeatable)\n"
+"  --dns-ttl-min S    a DNS binding lasts at least S seconds (default 30)\n"
+"  --dns-ttl-max S    ... at most S seconds; answers' TTLs are capped (default 600)\n"
+"  --dns-grace S      added to each binding's lifetime (default 10)\n"
 "  --queue-num N      NFQUEUE number in the gateway namespace (default 0)\n"
 "  --queue-maxlen N   packets the kernel holds for sluiced (default 4096)\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
@@ -98,6 +105,12 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		break;
 	case OPT_QUEUE_NUM:
 		return parse_uint(name, val, 65535, &cfg->queue_num);
+	case OPT_DNS_TTL_MIN:
+		return parse_uint(name, val, 86400, &cfg->dns_ttl_min);
+	case OPT_DNS_TTL_MAX:
+		return parse_uint(name, val, 86400, &cfg->dns_ttl_max);
+	case OPT_DNS_GRACE:
+		return parse_uint(name, val, 3600, &cfg->dns_grace);
 	case OPT_QUEUE_MAXLEN:
 		if (parse_uint(name, val, 1u << 20, &cfg->queue_maxlen) == -1)
 			return -1;
@@ -154,7 +167,8 @@ load_config_file(struct gw_config *cfg, const char *path)
 			continue;
 		}
 		if (json_is_integer(v) && (o->val == OPT_QUEUE_NUM ||
-		    o->val == OPT_QUEUE_MAXLEN)) {
+		    o->val == OPT_QUEUE_MAXLEN || o->val == OPT_DNS_TTL_MIN ||
+		    o->val == OPT_DNS_TTL_MAX || o->val == OPT_DNS_GRACE)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",
@@ -193,6 +207,9 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	int c, i;
 
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->dns_ttl_min = 30;
+	cfg->dns_ttl_max = 600;
+	cfg->dns_grace = 10;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)
@@ -259,6 +276,10 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 		cfg->pool = "10.213.0.0/16";
 	if (cfg->queue_maxlen == 0)
 		cfg->queue_maxlen = 4096;
+	if (cfg->dns_ttl_min > cfg->dns_ttl_max) {
+		fprintf(stderr, "sluiced: --dns-ttl-min is above --dns-ttl-max\n");
+		return -1;
+	}
 	if ((cfg->uplink_addr != NULL) != (cfg->uplink_peer_addr != NULL) ||
 	    (cfg->uplink_netns != NULL && cfg->uplink_addr == NULL)) {
 		fprintf(stderr, "sluiced: --uplink-addr and --uplink-peer-addr "

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gateway/policy.h"
+#include "dns/dns.h"
 #include "nfq/nfq.h"
 #include "store/store.h"
 
@@ -30,6 +31,12 @@
 #define GW_SB_IF_PREFIX	"sg"		/* gateway side of sandbox veths: sg<slot> */
 #define GW_SB_IF	"eth0"		/* sandbox side */
 
+/* DNS bindings: bounds, and what happens at them (dns/dns.h): a full
+ * table refuses new bindings, and their addresses are left out of the
+ * answer. */
+#define GW_BINDINGS_MAX		65536
+#define GW_BINDINGS_PER_SANDBOX	4096
+
 /* Flow table: recently decided attempts, for retransmissions and bursts. */
 #define GW_FLOWS_MAX	65536
 #define GW_FLOW_TTL_MS	30000		/* denials: UDP's conntrack timeout, one row per flow */
@@ -51,6 +58,9 @@ struct gw_config {
 	size_t		 ndns;
 	unsigned	 queue_num;
 	unsigned	 queue_maxlen;
+	unsigned	 dns_ttl_min;	/* seconds a binding lasts at least */
+	unsigned	 dns_ttl_max;	/* ... at most (answers' TTLs are capped too) */
+	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
@@ -80,9 +90,14 @@ struct gw {
 	size_t			 nsandboxes;
 	int			 gw_nsfd;	/* the gateway namespace */
 	int			 host_nsfd;	/* where sluiced started */
+	int			 home_nsfd;	/* where the main thread lives: the
+						 * host during setup, then the
+						 * gateway (its sockets are there) */
 	struct nfq_queue	*queue;
 	struct nfq_flows	*flows;
 	struct store		*store;
+	struct dns_resolver	*resolver;
+	struct dns_bindings	*bindings;
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
 };
@@ -117,6 +132,10 @@ struct gw_sandbox *gw_sandbox_by_ifindex(struct gw *gw, uint32_t ifindex);
 int gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen);
 void gw_sandboxes_teardown(struct gw *gw);
 void gw_sandboxes_free(struct gw *gw);
+
+/* dnsgw.c: the resolver's policy side */
+int gw_dns_open(struct gw *gw, char *err, size_t errlen);
+void gw_dns_close(struct gw *gw);
 
 /* control.c */
 int gw_control_open(struct gw *gw, char *err, size_t errlen);

@@ -430,7 +430,8 @@ gw_gateway_setup(struct gw *gw, char *err, size_t errlen)
 {
 	int rc = -1;
 
-	gw->host_nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	gw->home_nsfd = gw->host_nsfd = open("/proc/self/ns/net",
+	    O_RDONLY | O_CLOEXEC);
 	if (gw->host_nsfd == -1) {
 		snprintf(err, errlen, "/proc/self/ns/net: %s", strerror(errno));
 		return -1;

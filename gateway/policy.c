@@ -978,3 +978,59 @@ policy_mode_name(enum policy_mode mode)
 {
 	return mode == POLICY_AUDIT ? "audit" : "enforce";
 }
+
+bool
+policy_covers_addr(const struct policy *p, uint32_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < p->ncidrs; i++)
+		if ((addr & p->cidrs[i].mask) == p->cidrs[i].addr)
+			return true;
+	return false;
+}
+
+static bool
+domain_port_ok(const struct policy_domain *d, uint16_t port)
+{
+	if (d->port != 0)
+		return port == d->port;
+	return port == 443 || port == 80;
+}
+
+/*
+ * Linear in the entries, like the CIDRs; a suffix tree keyed by labels is
+ * due when long domain lists become common (the benchmark issue).
+ */
+enum policy_name_verdict
+policy_match_name(const struct policy *p, const char *name, int port,
+    const struct policy_domain **rule)
+{
+	const struct policy_domain *d, *name_only = NULL;
+	size_t i;
+
+	*rule = NULL;
+	for (i = 0; i < p->ndenied; i++) {
+		d = &p->denied[i];
+		if (d->any || dns_name_match(name, d->name, d->wildcard)) {
+			*rule = d;
+			return POLICY_NAME_DENIED;
+		}
+	}
+	for (i = 0; i < p->nallowed; i++) {
+		d = &p->allowed[i];
+		if (!dns_name_match(name, d->name, d->wildcard))
+			continue;
+		if (port < 0 || domain_port_ok(d, (uint16_t)port)) {
+			*rule = d;
+			return POLICY_NAME_ALLOWED;
+		}
+		if (name_only == NULL)
+			name_only = d;
+	}
+	if (name_only != NULL) {
+		*rule = name_only;
+		return POLICY_NAME_PORT_NOT_ALLOWED;
+	}
+	return POLICY_NAME_NOT_ALLOWED;
+}

@@ -72,4 +72,25 @@ const struct policy_cidr *policy_match_cidr(const struct policy *p,
 
 const char *policy_mode_name(enum policy_mode mode);
 
+/* true if some allowedCidrs entry covers addr (network order), any port. */
+bool policy_covers_addr(const struct policy *p, uint32_t addr);
+
+enum policy_name_verdict {
+	POLICY_NAME_ALLOWED,		/* an allowedDomains entry admits it */
+	POLICY_NAME_PORT_NOT_ALLOWED,	/* entries match the name, none the port */
+	POLICY_NAME_DENIED,		/* a deniedDomains entry matches: it wins */
+	POLICY_NAME_NOT_ALLOWED,	/* no entry matches */
+};
+
+/*
+ * Decides name (normalised: lower case, no trailing dot) for TCP port
+ * (host order), or for resolution alone when port < 0. *rule is the entry
+ * that decided (the denying one, the admitting one, or for
+ * PORT_NOT_ALLOWED the first that matched the name), else NULL; it points
+ * into p. deniedDomains wins; a name entry without a port admits 443 and
+ * 80.
+ */
+enum policy_name_verdict policy_match_name(const struct policy *p,
+    const char *name, int port, const struct policy_domain **rule);
+
 #endif

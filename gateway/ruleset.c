@@ -13,6 +13,8 @@
  *       no mark, NEW    NFQUEUE, without --queue-bypass: no reader, no pass
  *       anything else   drop
  *   mangle POSTROUTING/INPUT  allow mark -> connmark, for the rest of the flow
+ * except DNS to the gateway itself (UDP/TCP 53 on INPUT), accepted for the
+ * resolver before anything is queued.
  * sluiced answers a queued packet with NF_ACCEPT + allow mark, or with
  * NF_REPEAT + deny mark so the same chain rejects it: the kernel sends the
  * RST and the client fails at once instead of timing out. The verdict
@@ -61,6 +63,10 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    ":sluice-sandbox - [0:0]\n"
 	    "-A INPUT -i lo -j ACCEPT\n"
 	    "-A INPUT -m conntrack --ctstate INVALID -j DROP\n"
+	    /* the gateway's resolver: it tells sandboxes apart by their
+	     * ingress interface and logs every query itself */
+	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -j ACCEPT\n"
+	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -p tcp --dport 53 -j ACCEPT\n"
 	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -j sluice-sandbox\n"
 	    "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"
 	    "-A FORWARD -m conntrack --ctstate INVALID -j DROP\n"
@@ -102,7 +108,7 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 		log_warn("sysctl nf_conntrack_tcp_loose");
 	if (gw_sysctl("net/netfilter/nf_conntrack_acct", "1") == -1)
 		log_warn("sysctl nf_conntrack_acct");
-	if (gw_netns_enter(gw->host_nsfd) == -1)
-		fatal("setns back to the host namespace");
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
 	return 0;
 }

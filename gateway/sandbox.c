@@ -252,8 +252,8 @@ ifindex_in_gateway(struct gw *gw, const char *ifname)
 	if (gw_netns_enter(gw->gw_nsfd) == -1)
 		fatal("setns %s", gw->cfg.netns);
 	idx = if_nametoindex(ifname);
-	if (gw_netns_enter(gw->host_nsfd) == -1)
-		fatal("setns back to the host namespace");
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
 	return idx;
 }
 
@@ -430,6 +430,8 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	 * sandbox and is denied. */
 	unlink_sandbox(gw, sb);
 	nfq_flows_forget_ifindex(gw->flows, sb->ifindex);
+	if (gw->bindings != NULL)
+		dns_bindings_forget(gw->bindings, sb->slot);
 	unplumb(gw, sb->name, sb->ifname);
 	state_remove(gw, sb->name);
 	log_sandbox(gw, sb, "del");

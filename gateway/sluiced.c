@@ -62,6 +62,7 @@ log_flow(struct gw *gw, const struct gw_sandbox *sb, const struct nfq_tuple *t,
 	f.reason = gw_reason_name(d->reason);
 	if (d->rule != NULL)
 		snprintf(f.rule, sizeof(f.rule), "%s", d->rule);
+	snprintf(f.name, sizeof(f.name), "%s", d->name);
 	return store_put_flow(gw->store, &f);
 }
 
@@ -77,7 +78,7 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	struct nfq_tuple t;
 	struct nfq_flow_key key;
 	struct nfq_flow *fl;
-	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL };
+	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, "" };
 	enum nfq_parse_error pe;
 	uint64_t now = now_ms();
 	uint32_t verdict, mark;
@@ -119,6 +120,9 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 			.sandbox_addr = sb->addr,
 			.pool_net = gw->pool_net,
 			.pool_mask = gw->pool_mask,
+			.bindings = gw->bindings,
+			.sandbox_id = sb->slot,
+			.now_ms = now,
 		};
 
 		gw_decide(&ctx, &t, &d);
@@ -153,8 +157,8 @@ open_queue(struct gw *gw, char *err, size_t errlen)
 		fatal("setns %s", gw->cfg.netns);
 	gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
 	    gw->cfg.queue_maxlen, err, errlen);
-	if (gw_netns_enter(gw->host_nsfd) == -1)
-		fatal("setns back to the host namespace");
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
 	return gw->queue ? 0 : -1;
 }
 
@@ -165,7 +169,8 @@ teardown(struct gw *gw)
 
 	/* Sandboxes are found from the kept state, so this works without a
 	 * running daemon and after a crash. */
-	gw->host_nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	gw->home_nsfd = gw->host_nsfd = open("/proc/self/ns/net",
+	    O_RDONLY | O_CLOEXEC);
 	gw->gw_nsfd = -1;
 	if (gw_netns_exists(gw->cfg.netns))
 		gw->gw_nsfd = gw_netns_open(gw->cfg.netns, false, err, sizeof(err));
@@ -213,7 +218,7 @@ main(int argc, char **argv)
 	bool running = true;
 
 	memset(&gw, 0, sizeof(gw));
-	gw.ctl_fd = gw.gw_nsfd = gw.host_nsfd = -1;
+	gw.ctl_fd = gw.gw_nsfd = gw.host_nsfd = gw.home_nsfd = -1;
 	rc = gw_config_parse(&gw.cfg, argc, argv);
 	if (rc != 0)
 		return rc == 1 ? 0 : 1;
@@ -260,17 +265,29 @@ main(int argc, char **argv)
 		fatalx("queue %u: %s", gw.cfg.queue_num, err);
 	if (gw_control_open(&gw, err, sizeof(err)) == -1)
 		fatalx("control: %s", err);
-	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s",
-	    gw.cfg.netns, gw.cfg.queue_num, gw.nsandboxes, gw.cfg.control);
+	/* From here on the main thread lives in the gateway namespace: the
+	 * resolver's sockets, listening and upstream, belong there. */
+	if (gw_netns_enter(gw.gw_nsfd) == -1)
+		fatal("setns %s", gw.cfg.netns);
+	gw.home_nsfd = gw.gw_nsfd;
+	if (gw_dns_open(&gw, err, sizeof(err)) == -1)
+		fatalx("resolver: %s", err);
+	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s, "
+	    "%zu upstream resolvers", gw.cfg.netns, gw.cfg.queue_num,
+	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
 
 	while (running) {
-		struct pollfd pfd[3] = {
-			{ .fd = nfq_queue_fd(gw.queue), .events = POLLIN },
-			{ .fd = gw.ctl_fd, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-		};
+		struct pollfd pfd[3 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX];
+		size_t ndns;
+		int timeout;
 
-		if (poll(pfd, 3, -1) == -1) {
+		pfd[0] = (struct pollfd){ .fd = nfq_queue_fd(gw.queue), .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = gw.ctl_fd, .events = POLLIN };
+		pfd[2] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		ndns = dns_resolver_pollfds(gw.resolver, pfd + 3,
+		    sizeof(pfd) / sizeof(pfd[0]) - 3);
+		timeout = dns_resolver_timeout(gw.resolver, now_ms());
+		if (poll(pfd, 3 + ndns, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -279,6 +296,7 @@ main(int argc, char **argv)
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
+		dns_resolver_process(gw.resolver, pfd + 3, ndns, now_ms());
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw);
 		if (pfd[2].revents & POLLIN) {
@@ -296,6 +314,7 @@ main(int argc, char **argv)
 	}
 
 	gw_control_close(&gw);
+	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);
 	store_close(gw.store);
 	nfq_flows_free(gw.flows);

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "dns/dns.h"
 #include "gateway/policy.h"
 #include "nfq/nfq.h"
 
@@ -24,6 +25,10 @@ enum gw_reason {
 	GW_R_MALFORMED_PACKET,	/* could not be parsed */
 	GW_R_UNKNOWN_SANDBOX,	/* ingress interface belongs to no sandbox */
 	GW_R_LOG_UNAVAILABLE,	/* the flow could not be logged: fail closed */
+	GW_R_ALLOWED_DOMAIN,	/* bound by the resolver to an allowed name */
+	GW_R_NO_DNS_BINDING,	/* no resolved, allowed name for this address */
+	GW_R_DENIED_DOMAIN,	/* bound only to names deniedDomains now covers */
+	GW_R_DNS_BYPASS,	/* DNS (53, 853) to another resolver */
 	GW_R_COUNT
 };
 
@@ -31,6 +36,7 @@ struct gw_decision {
 	enum gw_verdict		 verdict;
 	enum gw_reason		 reason;
 	const char		*rule;	/* the policy entry's text, or NULL */
+	char			 name[254];	/* the binding's name, or "" */
 };
 
 /* What the decision needs to know of the sandbox. Addresses network order. */
@@ -39,11 +45,14 @@ struct gw_decide_ctx {
 	uint32_t		 sandbox_addr;	/* the sandbox's own address */
 	uint32_t		 pool_net;	/* the whole sandbox pool */
 	uint32_t		 pool_mask;
+	struct dns_bindings	*bindings;	/* NULL: no name is bound */
+	uint32_t		 sandbox_id;	/* the bindings' key */
+	uint64_t		 now_ms;	/* CLOCK_MONOTONIC */
 };
 
 /*
  * Decides a new flow t coming from the sandbox described by ctx. Pure: no
- * side effects. In audit mode a would-be denial becomes GW_AUDIT with the
+ * side effects (it only reads the bindings). In audit mode a would-be denial becomes GW_AUDIT with the
  * reason it would have had.
  */
 void gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,

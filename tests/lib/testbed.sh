@@ -298,6 +298,13 @@ tb_internet_up() {
 	    --host-record=plain.test,$TB_ADDR_PLAIN \
 	    --host-record=db.test,$TB_ADDR_DB \
 	    --address=/evil.test/$TB_ADDR_ATK \
+	    --host-record=lo.rebind.test,127.0.0.1 \
+	    --host-record=ten.rebind.test,10.1.2.3 \
+	    --host-record=meta.rebind.test,169.254.169.254 \
+	    --host-record=mixed.rebind.test,$TB_ADDR_PLAIN \
+	    --host-record=mixed.rebind.test,127.0.0.1 \
+	    --cname=alias.test,a.test \
+	    --txt-record=a.test,"v=txt" \
 	    --address=/#/
 
 	_tb_nginx_conf

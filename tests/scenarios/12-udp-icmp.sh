@@ -13,7 +13,7 @@ tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
 
 # three datagrams of one flow, then one to another port
 tb_in a sh -c "for i in 1 2 3; do echo udp-secret-\$i; sleep 0.1; done |
-    nc -u -w 1 -p 40001 $TB_ADDR_ATK 53" >/dev/null 2>&1
+    nc -u -w 1 -p 40001 $TB_ADDR_ATK 5000" >/dev/null 2>&1
 echo udp-secret-4 | tb_in a nc -u -w 1 -p 40002 "$TB_ADDR_ATK" 9999 \
     >/dev/null 2>&1
 out=$(tb_in a ping -c 3 -i 0.2 -W 1 "$TB_ADDR_ATK" 2>&1)
@@ -39,7 +39,7 @@ tb_wait_rows "SELECT count(*) FROM flows" 4 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT proto, ifnull(src_port, 'NULL'),
     ifnull(dst_port, 'NULL'), verdict, reason FROM flows
     WHERE proto != 'tcp' ORDER BY id")" \
-"udp|40001|53|deny|proto_not_allowed
+"udp|40001|5000|deny|proto_not_allowed
 udp|40002|9999|deny|proto_not_allowed
 icmp|NULL|NULL|deny|proto_not_allowed" "one row per UDP flow and per ping"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE proto = 'tcp'

@@ -8,7 +8,8 @@ tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
 
 cat > "$TB_DIR/enforce.json" <<EOF
-{"sluice": {"allowedCidrs": ["192.0.2.10:443"]}}
+{"network": {"allowedDomains": ["plain.test"]},
+ "sluice": {"allowedCidrs": ["192.0.2.10:443"]}}
 EOF
 cat > "$TB_DIR/audit.json" <<EOF
 {"sluice": {"mode": "audit", "allowedCidrs": ["192.0.2.10:443"]}}
@@ -23,8 +24,12 @@ for sb in e u; do
 	echo x | tb_in $sb nc -w 2 "$TB_ADDR_ATK" 4444 >/dev/null 2>&1
 	echo x | tb_in $sb nc -u -w 1 "$TB_ADDR_DNS" 53 >/dev/null 2>&1
 	tb_in $sb nc -z -w 1 10.213.0.1 22 >/dev/null 2>&1
+	echo x | tb_in $sb nc -u -w 1 "$TB_ADDR_ATK" 5000 >/dev/null 2>&1
+	tb_in $sb dig +time=2 +tries=1 nope.test >/dev/null 2>&1
+	tb_in $sb curl -s --max-time 3 http://plain.test/ >/dev/null
+	tb_in $sb curl -s --max-time 3 http://plain.test:8080/ >/dev/null
 done
-tb_wait_rows "SELECT count(*) FROM flows" 8 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows" 14 >/dev/null
 
 # Pull the ```sql blocks out of the README, one query per block.
 "$TB_PY" - "$REPO/README.md" "$TB_DIR/q" <<'EOF'
@@ -42,7 +47,7 @@ for line in text:
         cur.append(line)
 EOF
 nq=$(ls "$TB_DIR"/q.*.sql 2>/dev/null | wc -l)
-tb_check "the README has at least 8 queries ($nq)" [ "$nq" -ge 8 ]
+tb_check "the README has at least 10 queries ($nq)" [ "$nq" -ge 10 ]
 for q in "$TB_DIR"/q.*.sql; do
 	title=$(head -n 1 "$q")
 	out=$(sqlite3 -batch -bail -readonly "$TB_DIR/flows.db" < "$q" 2>&1)

@@ -31,6 +31,9 @@ parse(const char *text)
 	return p;
 }
 
+static struct dns_bindings *bindings;	/* NULL unless a test sets it */
+static uint64_t now = 1000;
+
 static void
 decide(const struct policy *p, uint8_t proto, const char *src,
     const char *dst, uint16_t dport, struct gw_decision *d)
@@ -40,6 +43,9 @@ decide(const struct policy *p, uint8_t proto, const char *src,
 		.sandbox_addr = ip("10.213.0.2"),
 		.pool_net = ip("10.213.0.0"),
 		.pool_mask = htonl(0xffff0000u),
+		.bindings = bindings,
+		.sandbox_id = 7,
+		.now_ms = now,
 	};
 	struct nfq_tuple t;
 
@@ -143,7 +149,7 @@ test_audit(void **state)
 	assert_int_equal(d.verdict, GW_AUDIT);
 	assert_string_equal(gw_verdict_name(d.verdict), "audit");
 	assert_string_equal(gw_reason_name(d.reason), "not_allowlisted");
-	decide(p, IPPROTO_UDP, "10.213.0.2", "203.0.113.66", 53, &d);
+	decide(p, IPPROTO_UDP, "10.213.0.2", "203.0.113.66", 5000, &d);
 	assert_int_equal(d.verdict, GW_AUDIT);
 	assert_string_equal(gw_reason_name(d.reason), "proto_not_allowed");
 	/* a forged source is denied even in audit mode */
@@ -177,6 +183,108 @@ test_names(void **state)
 	assert_string_equal(gw_reason_name(GW_R_COUNT), "unknown");
 }
 
+static void
+test_dns_bypass(void **state)
+{
+	struct policy *p = parse("{\"sluice\":{\"allowedCidrs\":[\"0.0.0.0/0\"]}}");
+	struct gw_decision d;
+
+	(void)state;
+	/* another resolver, even under an all-covering CIDR */
+	decide(p, IPPROTO_UDP, "10.213.0.2", "198.51.100.53", 53, &d);
+	assert_string_equal(gw_reason_name(d.reason), "dns_bypass");
+	assert_int_equal(d.verdict, GW_DENY);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.53", 53, &d);
+	assert_string_equal(gw_reason_name(d.reason), "dns_bypass");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.53", 853, &d);
+	assert_string_equal(gw_reason_name(d.reason), "dns_bypass");
+	decide(p, IPPROTO_UDP, "10.213.0.2", "198.51.100.53", 853, &d);
+	assert_string_equal(gw_reason_name(d.reason), "dns_bypass");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.53", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	policy_free(p);
+}
+
+static void
+bind_addr(uint32_t sandbox, const char *addr, const char *name, uint64_t until)
+{
+	assert_int_equal(dns_bindings_add(bindings, sandbox, ip(addr), name, now,
+	    until), 0);
+}
+
+static void
+test_bindings(void **state)
+{
+	struct policy *p = parse("{\"network\":{\"allowedDomains\":[\"a.test\","
+	    "\"db.test:5432\",\"*.cdn.test\"],\"deniedDomains\":[\"bad.cdn.test\"]},"
+	    "\"sluice\":{\"allowedCidrs\":[\"198.51.100.0/24:22\"]}}");
+	struct gw_decision d;
+
+	(void)state;
+	bindings = dns_bindings_new(64, 16);
+	assert_non_null(bindings);
+	now = 1000;
+
+	/* never resolved */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "no_dns_binding");
+	assert_string_equal(d.name, "");
+
+	bind_addr(7, "192.0.2.10", "a.test", 5000);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(gw_reason_name(d.reason), "allowed_domain");
+	assert_string_equal(d.rule, "a.test");
+	assert_string_equal(d.name, "a.test");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 80, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	/* a name without a port: 443 and 80 only */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 8443, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "port_not_allowed");
+	assert_string_equal(d.name, "a.test");
+
+	/* name:port is exactly that port */
+	bind_addr(7, "198.51.100.7", "db.test", 5000);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.7", 5432, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(d.rule, "db.test:5432");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.7", 443, &d);
+	assert_string_equal(gw_reason_name(d.reason), "port_not_allowed");
+	/* the CIDR still answers for its own port */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.7", 22, &d);
+	assert_string_equal(gw_reason_name(d.reason), "allowed_cidr");
+
+	/* another sandbox's binding is not ours */
+	bind_addr(8, "192.0.2.20", "a.test", 5000);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.20", 443, &d);
+	assert_string_equal(gw_reason_name(d.reason), "no_dns_binding");
+
+	/* one address, two names: the one that admits wins */
+	bind_addr(7, "203.0.113.5", "bad.cdn.test", 5000);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "203.0.113.5", 443, &d);
+	assert_string_equal(gw_reason_name(d.reason), "denied_domain");
+	assert_string_equal(d.rule, "bad.cdn.test");
+	bind_addr(7, "203.0.113.5", "img.cdn.test", 5000);
+	decide(p, IPPROTO_TCP, "10.213.0.2", "203.0.113.5", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	assert_string_equal(d.name, "img.cdn.test");
+	assert_string_equal(d.rule, "*.cdn.test");
+
+	/* expiry: dead from its deadline on */
+	now = 4999;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	now = 5000;
+	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.10", 443, &d);
+	assert_string_equal(gw_reason_name(d.reason), "no_dns_binding");
+
+	dns_bindings_free(bindings);
+	bindings = NULL;
+	policy_free(p);
+}
+
 int
 main(void)
 {
@@ -187,6 +295,8 @@ main(void)
 		cmocka_unit_test(test_audit),
 		cmocka_unit_test(test_empty_policy),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_dns_bypass),
+		cmocka_unit_test(test_bindings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

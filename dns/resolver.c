@@ -290,7 +290,10 @@ upstream_read(struct dns_resolver *r, struct pending *p)
 	while (budget-- > 0 && p->used) {
 		n = recv(p->fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
 		if (n < 0) {
-			if (errno == ECONNREFUSED)	/* ICMP unreachable */
+			/* an ICMP error (refused, unreachable): this upstream
+			 * will not answer, ask the next one now */
+			if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR)
 				upstream_next(r, p);
 			return;
 		}

@@ -136,10 +136,15 @@ handle(struct gw *gw, json_t *req)
 	}
 	if (strcmp(cmd, "status") == 0) {
 		struct store_stats st;
+		struct dns_resolver_stats ds;
 
 		store_stats(gw->store, &st);
+		memset(&ds, 0, sizeof(ds));
+		if (gw->resolver != NULL)
+			dns_resolver_stats(gw->resolver, &ds);
 		return json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
-		    "s:{s:I, s:I, s:I, s:I, s:I}}",
+		    "s:{s:I, s:I, s:I, s:I, s:I}, "
+		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
 		    "sandboxes", (json_int_t)gw->nsandboxes,
 		    "netns", gw->cfg.netns,
@@ -150,7 +155,17 @@ handle(struct gw *gw, json_t *req)
 		    "written", (json_int_t)st.written,
 		    "rejected", (json_int_t)st.rejected,
 		    "write_errors", (json_int_t)st.write_errors,
-		    "depth", (json_int_t)st.depth);
+		    "depth", (json_int_t)st.depth,
+		    "dns", "queries", (json_int_t)ds.queries,
+		    "answered", (json_int_t)ds.answered,
+		    "forwarded", (json_int_t)ds.forwarded,
+		    "upstream_timeouts", (json_int_t)ds.upstream_timeouts,
+		    "malformed", (json_int_t)ds.malformed,
+		    "mismatched", (json_int_t)ds.mismatched,
+		    "dropped", (json_int_t)ds.dropped,
+		    "tcp_conns", (json_int_t)ds.tcp_conns,
+		    "bindings", (json_int_t)(gw->bindings ?
+		    dns_bindings_count(gw->bindings) : 0));
 	}
 	if (name == NULL)
 		return error_reply("invalid", "missing \"name\"");

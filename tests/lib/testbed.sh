@@ -372,7 +372,12 @@ tb_sluiced_start() {
 	    --db "$TB_DIR/flows.db" --state-dir "$TB_DIR/state"
 	    --uplink-netns "$TB_NETNS_INET" --uplink-addr "$TB_UPLINK_ADDR"
 	    --uplink-peer-addr "$TB_UPLINK_PEER_ADDR"
-	    --dns-upstream "$TB_ADDR_DNS" --pool "$TB_POOL" "$@")
+	    --pool "$TB_POOL")
+	# TB_DNS_UPSTREAM: the upstream resolvers, space-separated
+	for a in ${TB_DNS_UPSTREAM:-$TB_ADDR_DNS}; do
+		TB_SLUICED_ARGS+=(--dns-upstream "$a")
+	done
+	TB_SLUICED_ARGS+=("$@")
 	: > "$TB_DIR/sluiced.args"
 	for a in "${TB_SLUICED_ARGS[@]}"; do
 		printf '%s\n' "$a" >> "$TB_DIR/sluiced.args"

@@ -605,12 +605,46 @@ parse_cidr(struct parser *ps, const char *s, size_t len,
 	return true;
 }
 
+/*
+ * "/tls" or "/http", slash to end, after a port: how to read the first
+ * flight where the port does not tell. Lower case only, so that a reader
+ * of policies meets one spelling. Without a port, other text after a '/'
+ * is left for the name's own check to refuse ("a.com/24").
+ */
+static bool
+parse_inspect(struct parser *ps, const char *q, const char *slash,
+    size_t len, bool port, bool denied, enum policy_inspect *inspect)
+{
+	char sq[QUOTE_MAX];
+	enum policy_inspect v;
+
+	quote(sq, sizeof(sq), slash, len);
+	if (len == 4 && memcmp(slash, "/tls", 4) == 0)
+		v = POLICY_INSPECT_TLS;
+	else if (len == 5 && memcmp(slash, "/http", 5) == 0)
+		v = POLICY_INSPECT_HTTP;
+	else if (!port)
+		return true;
+	else
+		return fail(ps, false, "%s: unknown protocol %s after the "
+		    "port (known: /tls, /http)", q, sq);
+	/* A denied name is refused whatever it speaks. */
+	if (denied)
+		return fail(ps, false, "%s: %s is only allowed in "
+		    "allowedDomains", q, sq);
+	if (!port)
+		return fail(ps, false, "%s: %s needs a port before it, as in "
+		    "\"example.com:8443%.*s\"", q, sq, (int)len, slash);
+	*inspect = v;
+	return true;
+}
+
 static bool
 parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
     struct policy_domain *d)
 {
 	char q[QUOTE_MAX];
-	const char *name = s, *colon, *why;
+	const char *name = s, *colon, *slash, *portend, *why;
 	size_t namelen = len, i;
 
 	quote(q, sizeof(q), s, len);
@@ -634,7 +668,10 @@ parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
 		d->any = true;
 		return true;
 	}
-	/* Names hold no ':', so the last one starts a port. */
+	/*
+	 * Names hold no ':' and no '/': the last ':' starts a port, and a
+	 * '/' after it what to inspect.
+	 */
 	if ((colon = memrchr(s, ':', len)) != NULL) {
 		namelen = (size_t)(colon - s);
 		if (namelen == 1 && s[0] == '*')
@@ -642,9 +679,16 @@ parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
 			    "%s: a bare \"*\" takes no port" :
 			    "%s: a bare \"*\" is only allowed in deniedDomains",
 			    q);
-		if (!parse_port(ps, q, colon + 1, len - namelen - 1, &d->port))
+		slash = memchr(colon, '/', len - namelen);
+		portend = slash != NULL ? slash : s + len;
+		if (!parse_port(ps, q, colon + 1, (size_t)(portend - colon - 1),
+		    &d->port))
 			return false;
-	}
+	} else
+		slash = memchr(s, '/', len);
+	if (slash != NULL && !parse_inspect(ps, q, slash,
+	    (size_t)(s + len - slash), colon != NULL, denied, &d->inspect))
+		return false;
 	if (namelen >= 2 && name[0] == '*' && name[1] == '.') {
 		d->wildcard = true;
 		name += 2;

@@ -30,6 +30,11 @@ struct policy_domain {
 	bool		wildcard;	/* "*.name": every subdomain, not name */
 	bool		any;		/* bare "*" (deniedDomains only) */
 	uint16_t	port;		/* 0: none given */
+	enum policy_inspect {
+		POLICY_INSPECT_AUTO = 0,	/* 443: TLS, 80: HTTP, else none */
+		POLICY_INSPECT_TLS,		/* "name:port/tls" */
+		POLICY_INSPECT_HTTP,		/* "name:port/http" */
+	}		inspect;
 	char		text[POLICY_ENTRY_MAX];
 };
 

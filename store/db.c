@@ -24,13 +24,19 @@
 /*
  * Table and column names are a contract with operators' queries. What a
  * new database and an upgraded one share is written once, so the two
- * cannot drift apart.
+ * cannot drift apart. An upgrade step makes the flow_log of its own
+ * version, not today's: the 1 -> 2 step runs before version 3's columns
+ * exist.
  */
-#define FLOW_LOG_VIEW							\
+#define FLOW_LOG_HEAD							\
 	"CREATE VIEW flow_log AS SELECT id,"				\
 	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"	\
 	" AS time, sandbox, proto, src_ip, src_port, dst_ip, dst_port,"	\
-	" verdict, reason, rule, policy_sha256, name FROM flows;"
+	" verdict, reason, rule, policy_sha256, name"
+#define FLOW_LOG_VIEW_V2	FLOW_LOG_HEAD " FROM flows;"
+#define FLOW_LOG_VIEW							\
+	FLOW_LOG_HEAD ", sni, tls_version, alpn, http_method,"		\
+	" http_host, http_path, app FROM flows;"
 
 /* What version 2 added besides the column flows.name. */
 #define V2_OBJECTS							\
@@ -50,6 +56,10 @@
 	" FROM dns_queries;"						\
 	"CREATE INDEX flows_name ON flows(name);"
 
+/* What version 3 added besides the first-flight columns of flows. */
+#define V3_OBJECTS							\
+	"CREATE INDEX flows_sni ON flows(sni);"
+
 /* A new database, at STORE_SCHEMA_VERSION. */
 static const char schema_sql[] =
 	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -62,13 +72,15 @@ static const char schema_sql[] =
 	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
 	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
 	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT,"
-	" name TEXT) STRICT;"
+	" name TEXT, sni TEXT, tls_version TEXT, alpn TEXT, http_method TEXT,"
+	" http_host TEXT, http_path TEXT, app TEXT) STRICT;"
 	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
 	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
 	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
 	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
 	FLOW_LOG_VIEW
-	V2_OBJECTS;
+	V2_OBJECTS
+	V3_OBJECTS;
 
 /*
  * upgrade_sql[v - 1] takes a version v database to v + 1. ADD COLUMN
@@ -78,16 +90,29 @@ static const char schema_sql[] =
 static const char *const upgrade_sql[] = {
 	"ALTER TABLE flows ADD COLUMN name TEXT;"
 	"DROP VIEW IF EXISTS flow_log;"
-	FLOW_LOG_VIEW
+	FLOW_LOG_VIEW_V2
 	V2_OBJECTS,
+
+	"ALTER TABLE flows ADD COLUMN sni TEXT;"
+	"ALTER TABLE flows ADD COLUMN tls_version TEXT;"
+	"ALTER TABLE flows ADD COLUMN alpn TEXT;"
+	"ALTER TABLE flows ADD COLUMN http_method TEXT;"
+	"ALTER TABLE flows ADD COLUMN http_host TEXT;"
+	"ALTER TABLE flows ADD COLUMN http_path TEXT;"
+	"ALTER TABLE flows ADD COLUMN app TEXT;"
+	"DROP VIEW IF EXISTS flow_log;"
+	FLOW_LOG_VIEW
+	V3_OBJECTS,
 };
 _Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
     STORE_SCHEMA_VERSION - 1, "one upgrade per schema version");
 
 static const char flow_sql[] =
 	"INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"
-	" dst_port, verdict, reason, rule, policy_sha256, name)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+	" dst_port, verdict, reason, rule, policy_sha256, name, sni,"
+	" tls_version, alpn, http_method, http_host, http_path, app)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+	" ?14, ?15, ?16, ?17, ?18, ?19)";
 static const char dns_sql[] =
 	"INSERT INTO dns_queries (ts, sandbox, proto, src_ip, src_port, qname,"
 	" qtype, rcode, verdict, reason, rule, answers, stripped,"
@@ -427,6 +452,13 @@ write_flow(struct store_db *d, const struct store_flow *f)
 	bind_text(st, 10, f->rule, 1);
 	bind_text(st, 11, f->policy_sha256, 1);
 	bind_text(st, 12, f->name, 1);
+	bind_text(st, 13, f->sni, 1);
+	bind_text(st, 14, f->tls_version, 1);
+	bind_text(st, 15, f->alpn, 1);
+	bind_text(st, 16, f->http_method, 1);
+	bind_text(st, 17, f->http_host, 1);
+	bind_text(st, 18, f->http_path, 1);
+	bind_text(st, 19, f->app, 1);
 	return step_reset(st);
 }
 

@@ -292,7 +292,14 @@ store_put_flow(struct store *s, const struct store_flow *f)
 	    !fits(f->dst_ip, sizeof(f->dst_ip)) ||
 	    !fits(f->rule, sizeof(f->rule)) ||
 	    !fits(f->policy_sha256, sizeof(f->policy_sha256)) ||
-	    !fits(f->name, sizeof(f->name))) {
+	    !fits(f->name, sizeof(f->name)) ||
+	    !fits(f->sni, sizeof(f->sni)) ||
+	    !fits(f->tls_version, sizeof(f->tls_version)) ||
+	    !fits(f->alpn, sizeof(f->alpn)) ||
+	    !fits(f->http_method, sizeof(f->http_method)) ||
+	    !fits(f->http_host, sizeof(f->http_host)) ||
+	    !fits(f->http_path, sizeof(f->http_path)) ||
+	    !fits(f->app, sizeof(f->app))) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION	2
+#define STORE_SCHEMA_VERSION	3
 /* Records waiting for the writer. A slot fits the largest record
- * (store_dns, about 1.4 KiB), so the default ring is about 22 MiB. */
+ * (store_flow, about 1.6 KiB), so the default ring is about 25 MiB. */
 #define STORE_QUEUE_DEFAULT	16384
 #define STORE_BATCH_DEFAULT	512	/* records per transaction at most */
 #define STORE_FLUSH_MS_DEFAULT	50	/* a partial batch waits this long at most */
@@ -29,6 +29,14 @@ struct store_flow {
 	char		rule[300];	/* the policy entry that matched, or "" */
 	char		policy_sha256[65];	/* "" if no policy applied */
 	char		name[254];	/* the DNS binding's name, or "" */
+	/* what the first flight said (issue 4); "" when not inspected */
+	char		sni[256];
+	char		tls_version[12];	/* "TLS1.3" ... */
+	char		alpn[64];
+	char		http_method[16];
+	char		http_host[256];
+	char		http_path[128];
+	char		app[48];		/* nDPI's protocol name */
 };
 
 /* One DNS query a sandbox sent to the gateway's resolver. */

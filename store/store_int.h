@@ -30,7 +30,7 @@ struct store_policy_rec {
 };
 
 /*
- * One queue slot. Fixed size, so the ring is one allocation; store_dns
+ * One queue slot. Fixed size, so the ring is one allocation; store_flow
  * is the largest member and sets the size of every slot.
  */
 struct store_rec {

@@ -170,6 +170,7 @@ test_full_policy(void **state)
 		assert_int_equal(p->allowed[i].wildcard, allowed[i].wildcard);
 		assert_false(p->allowed[i].any);
 		assert_int_equal(p->allowed[i].port, allowed[i].port);
+		assert_int_equal(p->allowed[i].inspect, POLICY_INSPECT_AUTO);
 		assert_string_equal(p->allowed[i].text, allowed[i].text);
 	}
 
@@ -188,6 +189,8 @@ test_full_policy(void **state)
 	assert_string_equal(p->denied[2].name, "ads.example");
 	assert_int_equal(p->denied[2].port, 80);
 	assert_string_equal(p->denied[2].text, "*.ads.example:80");
+	for (i = 0; i < p->ndenied; i++)
+		assert_int_equal(p->denied[i].inspect, POLICY_INSPECT_AUTO);
 
 	assert_int_equal(p->ncidrs, sizeof(cidrs) / sizeof(cidrs[0]));
 	for (i = 0; i < p->ncidrs; i++) {
@@ -441,6 +444,63 @@ test_bad_domains(void **state)
 		    "internationalised names in punycode (xn--...)" },
 		{ false, "\"a\\u0085b\"", "\"a\\u0085b\": not ASCII; write "
 		    "internationalised names in punycode (xn--...)" },
+		/* "/tls" and "/http" follow a port, lower case, allowed only. */
+		{ false, "\"a.test/tls\"", "\"a.test/tls\": \"/tls\" needs a "
+		    "port before it, as in \"example.com:8443/tls\"" },
+		{ false, "\"*.a.test/http\"", "\"*.a.test/http\": \"/http\" "
+		    "needs a port before it, as in \"example.com:8443/http\"" },
+		{ false, "\"/tls\"", "\"/tls\": \"/tls\" needs a port before "
+		    "it, as in \"example.com:8443/tls\"" },
+		{ false, "\"a.test:8443/ssh\"", "\"a.test:8443/ssh\": unknown "
+		    "protocol \"/ssh\" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:8443/TLS\"", "\"a.test:8443/TLS\": unknown "
+		    "protocol \"/TLS\" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:80/Http\"", "\"a.test:80/Http\": unknown "
+		    "protocol \"/Http\" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:443/\"", "\"a.test:443/\": unknown "
+		    "protocol \"/\" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:443/tls/http\"", "\"a.test:443/tls/http\": "
+		    "unknown protocol \"/tls/http\" after the port (known: "
+		    "/tls, /http)" },
+		{ false, "\"a.test:443//tls\"", "\"a.test:443//tls\": unknown "
+		    "protocol \"//tls\" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:443/tls \"", "\"a.test:443/tls \": unknown "
+		    "protocol \"/tls \" after the port (known: /tls, /http)" },
+		{ false, "\"a.test:443/\\u001b\"", "\"a.test:443/\\u001b\": "
+		    "unknown protocol \"/\\u001b\" after the port (known: "
+		    "/tls, /http)" },
+		{ false, "\"a.test:/tls\"",
+		    "\"a.test:/tls\": missing port after ':'" },
+		{ false, "\"a.test:0/http\"",
+		    "\"a.test:0/http\": port must be 1..65535" },
+		{ false, "\"a.test:65536/tls\"",
+		    "\"a.test:65536/tls\": port must be 1..65535" },
+		{ false, "\"a.test:08443/tls\"",
+		    "\"a.test:08443/tls\": port has leading zeros" },
+		{ false, "\"a.test:443/tls:80\"", "\"a.test:443/tls:80\": "
+		    "invalid character in name (letters, digits, '-', '_' "
+		    "only)" },
+		{ false, "\"a.test/ssh\"", "\"a.test/ssh\": invalid character "
+		    "in name (letters, digits, '-', '_' only)" },
+		{ false, "\"*:443/tls\"", "\"*:443/tls\": a bare \"*\" is only "
+		    "allowed in deniedDomains" },
+		{ false, "\"a*.test:443/tls\"", "\"a*.test:443/tls\": '*' is "
+		    "only allowed as a whole first label, as in "
+		    "\"*.example.com\"" },
+		{ false, "\"a..test:443/tls\"",
+		    "\"a..test:443/tls\": empty label" },
+		{ true, "\"a.test:443/tls\"", "\"a.test:443/tls\": \"/tls\" is "
+		    "only allowed in allowedDomains" },
+		{ true, "\"*.a.test:8080/http\"", "\"*.a.test:8080/http\": "
+		    "\"/http\" is only allowed in allowedDomains" },
+		{ true, "\"a.test/tls\"", "\"a.test/tls\": \"/tls\" is only "
+		    "allowed in allowedDomains" },
+		{ true, "\"a.test:443/ssh\"", "\"a.test:443/ssh\": unknown "
+		    "protocol \"/ssh\" after the port (known: /tls, /http)" },
+		{ true, "\"*:443/tls\"",
+		    "\"*:443/tls\": a bare \"*\" takes no port" },
+		{ true, "\"*/tls\"", "\"*/tls\": \"/tls\" is only allowed in "
+		    "allowedDomains" },
 	};
 	char json[256], want[512];
 	const char *list;
@@ -457,6 +517,96 @@ test_bad_domains(void **state)
 		    col, list, cases[i].msg);
 		expect_err(json, want);
 	}
+}
+
+/* "/tls" and "/http" after a port; without one the port decides (AUTO). */
+static void
+test_domain_inspect(void **state)
+{
+	static const char json[] =
+	    "{\"network\": {\n"
+	    "  \"allowedDomains\": [\"a.test:8443/tls\", "
+	    "\"*.api.test:8080/http\",\n"
+	    "    \"Mixed.TEST:443/tls\", \"plain.test:80/tls\", "
+	    "\"web.test:443/http\",\n"
+	    "    \"dot.test.:65535/http\", \"esc.test:1\\/tls\", "
+	    "\"port.test:8443\",\n"
+	    "    \"bare.test\", \"*.wild.test\"],\n"
+	    "  \"deniedDomains\": [\"x.test:443\", \"*.y.test\"]\n"
+	    "}}\n";
+	static const struct {
+		const char		*name;
+		bool			 wildcard;
+		uint16_t		 port;
+		enum policy_inspect	 inspect;
+		const char		*text;
+	} allowed[] = {
+		{ "a.test", false, 8443, POLICY_INSPECT_TLS, "a.test:8443/tls" },
+		{ "api.test", true, 8080, POLICY_INSPECT_HTTP,
+		    "*.api.test:8080/http" },
+		{ "mixed.test", false, 443, POLICY_INSPECT_TLS,
+		    "Mixed.TEST:443/tls" },
+		/* The suffix overrides what the port would say. */
+		{ "plain.test", false, 80, POLICY_INSPECT_TLS,
+		    "plain.test:80/tls" },
+		{ "web.test", false, 443, POLICY_INSPECT_HTTP,
+		    "web.test:443/http" },
+		{ "dot.test", false, 65535, POLICY_INSPECT_HTTP,
+		    "dot.test.:65535/http" },
+		/* "\/" is JSON for "/". */
+		{ "esc.test", false, 1, POLICY_INSPECT_TLS, "esc.test:1/tls" },
+		{ "port.test", false, 8443, POLICY_INSPECT_AUTO,
+		    "port.test:8443" },
+		{ "bare.test", false, 0, POLICY_INSPECT_AUTO, "bare.test" },
+		{ "wild.test", true, 0, POLICY_INSPECT_AUTO, "*.wild.test" },
+	};
+	const struct policy_domain *rule;
+	struct policy *p;
+	size_t i;
+
+	(void)state;
+	p = parse_ok(json);
+	assert_int_equal(p->nallowed, sizeof(allowed) / sizeof(allowed[0]));
+	for (i = 0; i < p->nallowed; i++) {
+		assert_string_equal(p->allowed[i].name, allowed[i].name);
+		assert_int_equal(p->allowed[i].wildcard, allowed[i].wildcard);
+		assert_false(p->allowed[i].any);
+		assert_int_equal(p->allowed[i].port, allowed[i].port);
+		assert_int_equal(p->allowed[i].inspect, allowed[i].inspect);
+		assert_string_equal(p->allowed[i].text, allowed[i].text);
+	}
+	assert_int_equal(p->ndenied, 2);
+	for (i = 0; i < p->ndenied; i++)
+		assert_int_equal(p->denied[i].inspect, POLICY_INSPECT_AUTO);
+	assert_int_equal(p->denied[0].port, 443);
+
+	/* The port still decides what is admitted; the suffix is no port. */
+	assert_int_equal(policy_match_name(p, "a.test", 8443, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[0]);
+	assert_int_equal(policy_match_name(p, "a.test", 443, &rule),
+	    POLICY_NAME_PORT_NOT_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[0]);
+	assert_int_equal(policy_match_name(p, "v1.api.test", 8080, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[1]);
+	assert_int_equal(policy_match_name(p, "api.test", 8080, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	assert_int_equal(policy_match_name(p, "plain.test", 80, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[3]);
+	policy_free(p);
+
+	/* An error in a later line is found there. */
+	expect_err("{\"network\": {\n"
+	    "  \"allowedDomains\": [\"a.test:8443/tls\",\n"
+	    "\t\"b.test:8443/TLS\"]}}",
+	    "p.json:3:2: network.allowedDomains[1]: \"b.test:8443/TLS\": "
+	    "unknown protocol \"/TLS\" after the port (known: /tls, /http)");
+	expect_err("{\"network\": {\"allowedDomains\": [\"a.test:8443/tls\"],"
+	    "\n  \"deniedDomains\": [\"*\", \"b.test:443/http\"]}}",
+	    "p.json:2:26: network.deniedDomains[1]: \"b.test:443/http\": "
+	    "\"/http\" is only allowed in allowedDomains");
 }
 
 #define ALLOWED_ONE	"{\"network\":{\"allowedDomains\":[\"%s\"]}}"
@@ -765,6 +915,7 @@ main(void)
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_bad_cidrs),
 		cmocka_unit_test(test_bad_domains),
+		cmocka_unit_test(test_domain_inspect),
 		cmocka_unit_test(test_long_entries),
 		cmocka_unit_test(test_locator),
 		cmocka_unit_test(test_limits),

@@ -40,6 +40,47 @@ static const char v1_schema_sql[] =
 	" sandbox, proto, src_ip, src_port, dst_ip, dst_port, verdict, reason,"
 	" rule, policy_sha256 FROM flows;";
 
+/* Version 2's schema exactly as sluice wrote it (4e4fa56:store/db.c). */
+static const char v2_schema_sql[] =
+	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	" deleted_us INTEGER) STRICT;"
+	"CREATE TABLE policies (id INTEGER PRIMARY KEY, sandbox TEXT NOT NULL,"
+	" ts INTEGER NOT NULL, sha256 TEXT NOT NULL, text TEXT NOT NULL) STRICT;"
+	"CREATE TABLE flows (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"
+	" sandbox TEXT, proto TEXT NOT NULL, src_ip TEXT NOT NULL,"
+	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
+	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT,"
+	" name TEXT) STRICT;"
+	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
+	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
+	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
+	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
+	"CREATE VIEW flow_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"
+	" AS time, sandbox, proto, src_ip, src_port, dst_ip, dst_port,"
+	" verdict, reason, rule, policy_sha256, name FROM flows;"
+	"CREATE TABLE dns_queries (id INTEGER PRIMARY KEY,"
+	" ts INTEGER NOT NULL, sandbox TEXT, proto TEXT NOT NULL,"
+	" src_ip TEXT NOT NULL, src_port INTEGER, qname TEXT NOT NULL,"
+	" qtype TEXT NOT NULL, rcode TEXT, verdict TEXT NOT NULL"
+	" CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, answers TEXT, stripped TEXT,"
+	" policy_sha256 TEXT) STRICT;"
+	"CREATE INDEX dns_queries_sandbox_ts ON dns_queries(sandbox, ts);"
+	"CREATE INDEX dns_queries_qname ON dns_queries(qname);"
+	"CREATE VIEW dns_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"
+	" AS time, sandbox, proto, src_ip, src_port, qname, qtype, rcode,"
+	" verdict, reason, rule, answers, stripped, policy_sha256"
+	" FROM dns_queries;"
+	"CREATE INDEX flows_name ON flows(name);";
+
+/* The columns of flows and flow_log from version 3 on, after name. */
+#define V3_COLUMNS \
+	"sni,tls_version,alpn,http_method,http_host,http_path,app"
+
 struct fixture {
 	char	dir[64];
 	char	path[128];	/* dir/audit.db */
@@ -227,6 +268,14 @@ make_flow(struct store_flow *f, int64_t ts, int dst_port)
 	strcpy(f->policy_sha256, "ab");
 }
 
+/* size - 1 copies of c and the NUL: a fixed string as long as it may be. */
+static void
+fill(char *dst, size_t size, int c)
+{
+	memset(dst, c, size - 1);
+	dst[size - 1] = '\0';
+}
+
 static void
 make_dns(struct store_dns *d, int64_t ts)
 {
@@ -278,14 +327,14 @@ test_schema(void **state)
 	assert_int_equal(sb.st_mode & 07777, 0750);
 
 	db = peer_open(path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "wal");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
 	    "dns_log,dns_queries,dns_queries_qname,dns_queries_sandbox_ts,"
-	    "flow_log,flows,flows_dst,flows_name,flows_sandbox_ts,"
+	    "flow_log,flows,flows_dst,flows_name,flows_sandbox_ts,flows_sni,"
 	    "flows_verdict_ts,policies,policies_sandbox,sandboxes");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM pragma_table_list WHERE strict = 1"
@@ -294,10 +343,16 @@ test_schema(void **state)
 
 	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
 	    "id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name");
+	    "reason,rule,policy_sha256,name," V3_COLUMNS);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
 	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name");
+	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	assert_string_equal(query_text(db, "SELECT group_concat(name || ' ' ||"
+	    " type || ' ' || \"notnull\", ',') FROM (SELECT * FROM"
+	    " pragma_table_info('flows') WHERE cid >= 12 ORDER BY cid)", buf,
+	    sizeof(buf)), "name TEXT 0,sni TEXT 0,tls_version TEXT 0,"
+	    "alpn TEXT 0,http_method TEXT 0,http_host TEXT 0,http_path TEXT 0,"
+	    "app TEXT 0");
 	assert_string_equal(columns(db, "dns_queries", buf, sizeof(buf)),
 	    "id,ts,sandbox,proto,src_ip,src_port,qname,qtype,rcode,verdict,"
 	    "reason,rule,answers,stripped,policy_sha256");
@@ -315,10 +370,10 @@ test_schema(void **state)
 	    " cols, ' ') FROM (SELECT m.name AS idx, (SELECT group_concat("
 	    "i.name, ',') FROM pragma_index_info(m.name) i) AS cols FROM"
 	    " sqlite_schema m WHERE m.type = 'index' AND m.name IN"
-	    " ('flows_name', 'dns_queries_sandbox_ts', 'dns_queries_qname')"
-	    " ORDER BY m.name)", buf, sizeof(buf)),
+	    " ('flows_name', 'flows_sni', 'dns_queries_sandbox_ts',"
+	    " 'dns_queries_qname') ORDER BY m.name)", buf, sizeof(buf)),
 	    "dns_queries_qname:qname dns_queries_sandbox_ts:sandbox,ts"
-	    " flows_name:name");
+	    " flows_name:name flows_sni:sni");
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -327,7 +382,7 @@ static void
 test_flows_round_trip(void **state)
 {
 	struct fixture *fx = *state;
-	struct store_flow f;
+	struct store_flow f, full;
 	struct store_stats stats;
 	struct store *s;
 	sqlite3 *db;
@@ -335,6 +390,11 @@ test_flows_round_trip(void **state)
 	char longest[254];
 
 	s = open_ok(fx->path, NULL);
+
+	/*
+	 * Every field set, each to its own value. No one flow has both a
+	 * ClientHello and a request head, but the store need not know.
+	 */
 
 	memset(&f, 0, sizeof(f));
 	f.ts_us = 1700000000123456;
@@ -349,6 +409,13 @@ test_flows_round_trip(void **state)
 	strcpy(f.rule, "*.example.com:443");
 	memset(f.policy_sha256, 'e', 64);
 	strcpy(f.name, "api.example.com");
+	strcpy(f.sni, "sni.example.com");
+	strcpy(f.tls_version, "TLS1.3");
+	strcpy(f.alpn, "h2");
+	strcpy(f.http_method, "GET");
+	strcpy(f.http_host, "host.example.com:8080");
+	strcpy(f.http_path, "/v1/items?q=1");
+	strcpy(f.app, "TLS.Google");
 	assert_int_equal(store_put_flow(s, &f), 0);
 
 	/* Every "none" maps to NULL. */
@@ -363,18 +430,34 @@ test_flows_round_trip(void **state)
 	f.reason = "no-sandbox";
 	assert_int_equal(store_put_flow(s, &f), 0);
 
-	/* Port 0 is a port, not "none". A name fills its array. */
+	/* Port 0 is a port, not "none". Each string fills its array. */
 	make_flow(&f, 1700000002000000, 0);
 	f.src_port = 0;
 	memset(longest, 'n', sizeof(longest) - 1);
 	longest[sizeof(longest) - 1] = '\0';
 	strcpy(f.name, longest);
+	fill(f.sni, sizeof(f.sni), 's');
+	fill(f.tls_version, sizeof(f.tls_version), 't');
+	fill(f.alpn, sizeof(f.alpn), 'a');
+	fill(f.http_method, sizeof(f.http_method), 'm');
+	fill(f.http_host, sizeof(f.http_host), 'h');
+	fill(f.http_path, sizeof(f.http_path), 'p');
+	fill(f.app, sizeof(f.app), 'x');
+	full = f;
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	/* One of the new strings at a time: each "" is NULL on its own. */
+	make_flow(&f, 1700000003000000, 80);
+	strcpy(f.http_method, "POST");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 1700000004000000, 443);
+	strcpy(f.alpn, "http/1.1");
 	assert_int_equal(store_put_flow(s, &f), 0);
 
 	assert_int_equal(store_flush(s, 5000), 0);
 	store_stats(s, &stats);
-	assert_int_equal(stats.queued, 3);
-	assert_int_equal(stats.written, 3);
+	assert_int_equal(stats.queued, 5);
+	assert_int_equal(stats.written, 5);
 	assert_int_equal(stats.depth, 0);
 	assert_int_equal(stats.rejected, 0);
 	assert_int_equal(stats.write_errors, 0);
@@ -383,8 +466,9 @@ test_flows_round_trip(void **state)
 	db = peer_open(fx->path);
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
 	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
-	    " policy_sha256, name FROM flows ORDER BY id", -1, &st, NULL),
-	    SQLITE_OK);
+	    " policy_sha256, name, sni, tls_version, alpn, http_method,"
+	    " http_host, http_path, app FROM flows ORDER BY id", -1, &st,
+	    NULL), SQLITE_OK);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
@@ -401,6 +485,13 @@ test_flows_round_trip(void **state)
 	expect_text(st, 11, "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 	    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
 	expect_text(st, 12, "api.example.com");
+	expect_text(st, 13, "sni.example.com");
+	expect_text(st, 14, "TLS1.3");
+	expect_text(st, 15, "h2");
+	expect_text(st, 16, "GET");
+	expect_text(st, 17, "host.example.com:8080");
+	expect_text(st, 18, "/v1/items?q=1");
+	expect_text(st, 19, "TLS.Google");
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 2);
@@ -416,6 +507,13 @@ test_flows_round_trip(void **state)
 	expect_null(st, 10);
 	expect_null(st, 11);
 	expect_null(st, 12);
+	expect_null(st, 13);
+	expect_null(st, 14);
+	expect_null(st, 15);
+	expect_null(st, 16);
+	expect_null(st, 17);
+	expect_null(st, 18);
+	expect_null(st, 19);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 3);
@@ -423,6 +521,36 @@ test_flows_round_trip(void **state)
 	expect_int(st, 7, 0);
 	expect_text(st, 8, "allow");
 	expect_text(st, 12, longest);
+	expect_text(st, 13, full.sni);
+	expect_text(st, 14, full.tls_version);
+	expect_text(st, 15, full.alpn);
+	expect_text(st, 16, full.http_method);
+	expect_text(st, 17, full.http_host);
+	expect_text(st, 18, full.http_path);
+	expect_text(st, 19, full.app);
+	assert_int_equal(strlen(full.sni), 255);
+	assert_int_equal(strlen(full.app), 47);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 4);
+	expect_null(st, 12);
+	expect_null(st, 13);
+	expect_null(st, 14);
+	expect_null(st, 15);
+	expect_text(st, 16, "POST");
+	expect_null(st, 17);
+	expect_null(st, 18);
+	expect_null(st, 19);
+
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 5);
+	expect_null(st, 13);
+	expect_null(st, 14);
+	expect_text(st, 15, "http/1.1");
+	expect_null(st, 16);
+	expect_null(st, 17);
+	expect_null(st, 18);
+	expect_null(st, 19);
 
 	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
 	sqlite3_finalize(st);
@@ -442,8 +570,16 @@ test_flow_log_time(void **state)
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 1700000000123456, 443);
 	strcpy(f.name, "example.com");
+	strcpy(f.sni, "www.example.com");
+	strcpy(f.tls_version, "TLS1.2");
+	strcpy(f.alpn, "h2");
+	strcpy(f.app, "TLS");
 	assert_int_equal(store_put_flow(s, &f), 0);
 	make_flow(&f, 0, 80);
+	strcpy(f.http_method, "GET");
+	strcpy(f.http_host, "example.com");
+	strcpy(f.http_path, "/index.html");
+	strcpy(f.app, "HTTP");
 	assert_int_equal(store_put_flow(s, &f), 0);
 	assert_int_equal(store_flush(s, 5000), 0);
 
@@ -460,6 +596,17 @@ test_flow_log_time(void **state)
 	    "task-a allow sni-allowed example.com");
 	assert_string_equal(query_text(db, "SELECT name FROM flow_log WHERE"
 	    " dst_port = 80", buf, sizeof(buf)), "NULL");
+	assert_string_equal(query_text(db, "SELECT sni || ' ' || tls_version"
+	    " || ' ' || alpn || ' ' || coalesce(http_method, '-') || ' ' ||"
+	    " coalesce(http_host, '-') || ' ' || coalesce(http_path, '-') ||"
+	    " ' ' || app FROM flow_log WHERE dst_port = 443", buf,
+	    sizeof(buf)), "www.example.com TLS1.2 h2 - - - TLS");
+	assert_string_equal(query_text(db, "SELECT coalesce(sni, '-') || ' '"
+	    " || coalesce(tls_version, '-') || ' ' || coalesce(alpn, '-') ||"
+	    " ' ' || http_method || ' ' || http_host || ' ' || http_path ||"
+	    " ' ' || app FROM flow_log WHERE dst_port = 80", buf,
+	    sizeof(buf)),
+	    "- - - GET example.com /index.html HTTP");
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -783,6 +930,42 @@ test_bad_records_refused(void **state)
 	errno = 0;
 	assert_int_equal(store_put_flow(s, &f), -1);
 	assert_int_equal(errno, EINVAL);
+	/* Each first-flight string, not terminated. */
+	make_flow(&f, 1, 443);
+	memset(f.sni, 'x', sizeof(f.sni));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.tls_version, 'x', sizeof(f.tls_version));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.alpn, 'x', sizeof(f.alpn));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.http_method, 'x', sizeof(f.http_method));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.http_host, 'x', sizeof(f.http_host));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.http_path, 'x', sizeof(f.http_path));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	make_flow(&f, 1, 443);
+	memset(f.app, 'x', sizeof(f.app));
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
 
 	make_dns(&d, 1);
 	d.verdict = "drop";
@@ -1084,7 +1267,7 @@ test_reader_does_not_block(void **state)
 	store_close(s);
 }
 
-/* A version 2 database opens as it is. */
+/* A version 3 database opens as it is. */
 static void
 test_reopen_keeps_rows(void **state)
 {
@@ -1097,6 +1280,7 @@ test_reopen_keeps_rows(void **state)
 
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 1, 443);
+	strcpy(f.sni, "example.com");
 	assert_int_equal(store_put_flow(s, &f), 0);
 	make_dns(&d, 1);
 	assert_int_equal(store_put_dns(s, &d), 0);
@@ -1129,9 +1313,51 @@ test_reopen_keeps_rows(void **state)
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 2);
 	assert_int_equal(path_count(fx->path, "SELECT sum(dst_port) FROM"
 	    " flows"), 443 + 80);
+	assert_int_equal(path_count(fx->path, "SELECT ts FROM flows WHERE"
+	    " sni = 'example.com'"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT deleted_us FROM"
 	    " sandboxes WHERE name = 'task-a'"), 3);
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
+}
+
+/*
+ * The SQL text of every object but the table flows, which an upgrade
+ * ALTERs: views and indexes must read exactly as a new database's.
+ */
+static const char *
+object_sql(sqlite3 *db, char *buf, size_t len)
+{
+	query_text(db, "SELECT group_concat(name || ': ' || sql, ';') FROM"
+	    " (SELECT name, sql FROM sqlite_schema WHERE name NOT LIKE"
+	    " 'sqlite_%' AND name != 'flows' ORDER BY name)", buf, len);
+	assert_true(strlen(buf) < len - 1);	/* not cut short */
+	return buf;
+}
+
+/* What a new database looks like, to compare an upgraded one with. */
+static void
+fresh_shape(const char *dir, char *shape, size_t shapelen, char *sql,
+    size_t sqllen)
+{
+	char fresh[192];
+	sqlite3 *db;
+
+	snprintf(fresh, sizeof(fresh), "%s/fresh.db", dir);
+	store_close(open_ok(fresh, NULL));
+	db = peer_open(fresh);
+	schema_shape(db, shape, shapelen);
+	object_sql(db, sql, sqllen);
+	sqlite3_close(db);
+}
+
+/* The first-flight columns, from column first on, are all NULL. */
+static void
+expect_no_first_flight(sqlite3_stmt *st, int first)
+{
+	int i;
+
+	for (i = 0; i < 7; i++)
+		expect_null(st, first + i);
 }
 
 /* A database as sluice version 1 left it: WAL, rows in every table. */
@@ -1169,31 +1395,28 @@ test_upgrade_from_v1(void **state)
 	struct store *s;
 	sqlite3 *db;
 	sqlite3_stmt *st;
-	char fresh[192], buf[512], want[8192], got[8192];
+	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
 
-	/* What a new database looks like, to compare with. */
-	snprintf(fresh, sizeof(fresh), "%s/fresh.db", fx->dir);
-	store_close(open_ok(fresh, NULL));
-	db = peer_open(fresh);
-	schema_shape(db, want, sizeof(want));
-	sqlite3_close(db);
-
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
 	make_v1(fx->path);
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+	    want_sql);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
 	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name");
+	    "reason,rule,policy_sha256,name," V3_COLUMNS);
 	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 0);
 
-	/* The old rows, untouched, with no name. */
+	/* The old rows, untouched, with no name and no first flight. */
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
 	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
-	    " policy_sha256, name FROM flows ORDER BY id", -1, &st, NULL),
-	    SQLITE_OK);
+	    " policy_sha256, name, sni, tls_version, alpn, http_method,"
+	    " http_host, http_path, app FROM flows ORDER BY id", -1, &st,
+	    NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
 	expect_int(st, 1, 1700000000123456);
@@ -1208,6 +1431,7 @@ test_upgrade_from_v1(void **state)
 	expect_text(st, 10, "192.0.2.0/24:443");
 	expect_text(st, 11, "aa");
 	expect_null(st, 12);
+	expect_no_first_flight(st, 13);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 2);
 	expect_null(st, 2);
@@ -1217,11 +1441,13 @@ test_upgrade_from_v1(void **state)
 	expect_null(st, 10);
 	expect_null(st, 11);
 	expect_null(st, 12);
+	expect_no_first_flight(st, 13);
 	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
 	sqlite3_finalize(st);
 	assert_string_equal(query_text(db, "SELECT time || ' ' || verdict ||"
-	    " ' ' || coalesce(name, 'NULL') FROM flow_log WHERE id = 1", buf,
-	    sizeof(buf)), "2023-11-14T22:13:20.123Z allow NULL");
+	    " ' ' || coalesce(name, 'NULL') || ' ' || coalesce(sni, 'NULL')"
+	    " FROM flow_log WHERE id = 1", buf, sizeof(buf)),
+	    "2023-11-14T22:13:20.123Z allow NULL NULL");
 	assert_string_equal(query_text(db, "SELECT name || ' ' || ifname ||"
 	    " ' ' || addr || ' ' || created_us FROM sandboxes", buf,
 	    sizeof(buf)), "task-a sl-task-a 10.77.0.2/30 100");
@@ -1233,15 +1459,17 @@ test_upgrade_from_v1(void **state)
 	/* New rows go on from there. */
 	make_flow(&f, 3, 443);
 	strcpy(f.name, "example.com");
+	strcpy(f.sni, "www.example.com");
+	strcpy(f.app, "TLS");
 	assert_int_equal(store_put_flow(s, &f), 0);
 	make_dns(&d, 4);
 	assert_int_equal(store_put_dns(s, &d), 0);
 	store_close(s);
 
 	db = peer_open(fx->path);
-	assert_string_equal(query_text(db, "SELECT id || ' ' || name FROM"
-	    " flow_log WHERE id = 3", buf, sizeof(buf)),
-	    "3 example.com");
+	assert_string_equal(query_text(db, "SELECT id || ' ' || name || ' ' ||"
+	    " sni || ' ' || app FROM flow_log WHERE id = 3", buf,
+	    sizeof(buf)), "3 example.com www.example.com TLS");
 	assert_string_equal(query_text(db, "SELECT id || ' ' || qname || ' ' ||"
 	    " time FROM dns_log", buf, sizeof(buf)),
 	    "1 api.example.com 1970-01-01T00:00:00.000Z");
@@ -1252,15 +1480,172 @@ test_upgrade_from_v1(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
 	sqlite3_close(db);
 }
 
-/* An upgrade that fails half way leaves version 1 as it was. */
+/* A database as sluice version 2 left it: WAL, rows in every table. */
+static void
+make_v2(const char *path)
+{
+	sqlite3 *db = peer_open(path);
+	char buf[16];
+
+	assert_string_equal(query_text(db, "PRAGMA journal_mode = WAL", buf,
+	    sizeof(buf)), "wal");
+	peer_exec(db, "BEGIN");
+	peer_exec(db, v2_schema_sql);
+	peer_exec(db, "PRAGMA user_version = 2");
+	peer_exec(db, "INSERT INTO sandboxes (name, ifname, addr, created_us,"
+	    " deleted_us) VALUES ('task-a', 'sl-task-a', '10.77.0.2/30', 100,"
+	    " 900)");
+	peer_exec(db, "INSERT INTO policies (sandbox, ts, sha256, text) VALUES"
+	    " ('task-a', 150, 'aa', '{}')");
+	peer_exec(db, "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port,"
+	    " dst_ip, dst_port, verdict, reason, rule, policy_sha256, name)"
+	    " VALUES (1700000000123456, 'task-a', 'tcp', '10.77.0.2', 40000,"
+	    " '192.0.2.10', 443, 'allow', 'allowed_domain',"
+	    " '*.example.com:443', 'aa', 'api.example.com'),"
+	    " (1700000001000000, NULL, 'icmp', '10.77.0.6', NULL,"
+	    " '198.51.100.7', NULL, 'deny', 'unknown_sandbox', NULL, NULL,"
+	    " NULL)");
+	peer_exec(db, "INSERT INTO dns_queries (ts, sandbox, proto, src_ip,"
+	    " src_port, qname, qtype, rcode, verdict, reason, rule, answers,"
+	    " stripped, policy_sha256) VALUES (1700000000000000, 'task-a',"
+	    " 'udp', '10.77.0.2', 53000, 'api.example.com', 'A', 'NOERROR',"
+	    " 'allow', 'allowed_domain', '*.example.com', '192.0.2.10', NULL,"
+	    " 'aa')");
+	peer_exec(db, "COMMIT");
+	sqlite3_close(db);
+}
+
+static void
+test_upgrade_from_v2(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
+
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
+	make_v2(fx->path);
+	s = open_ok(fx->path, NULL);
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+	    want_sql);
+	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
+	    "id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
+	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
+	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
+	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+
+	/* The old rows, untouched, with no first flight. */
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM flows ORDER BY"
+	    " id", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_column_count(st), 20);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_int(st, 1, 1700000000123456);
+	expect_text(st, 2, "task-a");
+	expect_text(st, 3, "tcp");
+	expect_text(st, 4, "10.77.0.2");
+	expect_int(st, 5, 40000);
+	expect_text(st, 6, "192.0.2.10");
+	expect_int(st, 7, 443);
+	expect_text(st, 8, "allow");
+	expect_text(st, 9, "allowed_domain");
+	expect_text(st, 10, "*.example.com:443");
+	expect_text(st, 11, "aa");
+	expect_text(st, 12, "api.example.com");
+	expect_no_first_flight(st, 13);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_int(st, 1, 1700000001000000);
+	expect_null(st, 2);
+	expect_text(st, 3, "icmp");
+	expect_null(st, 5);
+	expect_null(st, 7);
+	expect_text(st, 8, "deny");
+	expect_null(st, 10);
+	expect_null(st, 11);
+	expect_null(st, 12);
+	expect_no_first_flight(st, 13);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM flow_log ORDER"
+	    " BY id", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_column_count(st), 20);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_text(st, 1, "2023-11-14T22:13:20.123Z");
+	expect_text(st, 12, "api.example.com");
+	expect_no_first_flight(st, 13);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+
+	assert_string_equal(query_text(db, "SELECT id || ' ' || time || ' ' ||"
+	    " qname || ' ' || answers || ' ' || coalesce(stripped, 'NULL')"
+	    " FROM dns_log", buf, sizeof(buf)), "1 2023-11-14T22:13:20.000Z"
+	    " api.example.com 192.0.2.10 NULL");
+	assert_string_equal(query_text(db, "SELECT name || ' ' || created_us ||"
+	    " ' ' || deleted_us FROM sandboxes", buf, sizeof(buf)),
+	    "task-a 100 900");
+	assert_string_equal(query_text(db, "SELECT sandbox || ' ' || ts ||"
+	    " ' ' || sha256 || ' ' || text FROM policies", buf, sizeof(buf)),
+	    "task-a 150 aa {}");
+	sqlite3_close(db);
+
+	/* New rows go on from there, with their first flight. */
+	make_flow(&f, 3, 80);
+	strcpy(f.http_method, "GET");
+	strcpy(f.http_host, "example.com");
+	strcpy(f.http_path, "/");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	store_close(s);
+
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT id || ' ' || http_method ||"
+	    " ' ' || http_host || ' ' || http_path || ' ' ||"
+	    " coalesce(sni, 'NULL') FROM flow_log WHERE id = 3", buf,
+	    sizeof(buf)), "3 GET example.com / NULL");
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 3);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 1);
+	sqlite3_close(db);
+
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	sqlite3_close(db);
+}
+
+/* Opens path expecting an upgrade failure with the message want_msg. */
+static void
+expect_upgrade_error(const char *path, const char *want_msg)
+{
+	char err[512], want[512];
+
+	err[0] = '\0';
+	assert_null(store_open(path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: %s", path, want_msg);
+	assert_string_equal(err, want);
+}
+
+/* An upgrade that fails half way leaves the old version as it was. */
 static void
 test_upgrade_is_one_transaction(void **state)
 {
 	struct fixture *fx = *state;
-	char err[512], want[512], before[8192], after[8192];
+	char before[8192], after[8192];
 	sqlite3 *db;
 
 	make_v1(fx->path);
@@ -1270,11 +1655,8 @@ test_upgrade_is_one_transaction(void **state)
 	schema_shape(db, before, sizeof(before));
 	sqlite3_close(db);
 
-	err[0] = '\0';
-	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: cannot upgrade the schema from"
-	    " version 1: view dns_log already exists", fx->path);
-	assert_string_equal(err, want);
+	expect_upgrade_error(fx->path, "cannot upgrade the schema from"
+	    " version 1: view dns_log already exists");
 
 	db = peer_open(fx->path);
 	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
@@ -1289,11 +1671,75 @@ test_upgrade_is_one_transaction(void **state)
 	peer_exec(db, "DROP VIEW dns_log");
 	sqlite3_close(db);
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
-	    " WHERE name IS NULL"), 2);
+	    " WHERE name IS NULL AND sni IS NULL AND app IS NULL"), 2);
 }
 
+/* Version 2 with an index by the name version 3 wants: left as it was. */
+static void
+test_upgrade_v2_is_one_transaction(void **state)
+{
+	struct fixture *fx = *state;
+	char before[8192], after[8192];
+	sqlite3 *db;
+
+	make_v2(fx->path);
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE INDEX flows_sni ON flows(rule)");
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
+
+	expect_upgrade_error(fx->path, "cannot upgrade the schema from"
+	    " version 2: index flows_sni already exists");
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flows') WHERE name IN ('sni', 'app')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flow_log')"), 13);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+	peer_exec(db, "DROP INDEX flows_sni");
+	sqlite3_close(db);
+
+	store_close(open_ok(fx->path, NULL));
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " pragma_index_info('flows_sni') WHERE name = 'sni'"), 1);
+}
+
+/*
+ * Version 1 -> 3 is one transaction too: when the second step fails, the
+ * first one, which worked, is undone with it.
+ */
+static void
+test_upgrade_chain_is_one_transaction(void **state)
+{
+	struct fixture *fx = *state;
+	char before[8192], after[8192];
+	sqlite3 *db;
+
+	make_v1(fx->path);
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE INDEX flows_sni ON flows(rule)");
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
+
+	expect_upgrade_error(fx->path, "cannot upgrade the schema from"
+	    " version 2: index flows_sni already exists");
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema"
+	    " WHERE name IN ('dns_queries', 'dns_log', 'flows_name')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flows') WHERE name = 'name'"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+	sqlite3_close(db);
+}
 static void
 test_newer_schema_refused(void **state)
 {
@@ -1302,19 +1748,19 @@ test_newer_schema_refused(void **state)
 	sqlite3 *db;
 
 	db = peer_open(fx->path);
-	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 3");
+	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 4");
 	sqlite3_close(db);
 
 	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: database schema version 3 is newer"
-	    " than this sluice (2)", fx->path);
+	snprintf(want, sizeof(want), "%s: database schema version 4 is newer"
+	    " than this sluice (3)", fx->path);
 	assert_string_equal(err, want);
 
 	/* Refused before anything was changed. */
 	db = peer_open(fx->path);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "delete");
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	sqlite3_close(db);
 }
 
@@ -1478,8 +1924,14 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_v1, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v2, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_is_one_transaction,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_upgrade_v2_is_one_transaction, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_upgrade_chain_is_one_transaction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_db_refused, setup,

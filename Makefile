@@ -32,6 +32,8 @@ UNITBIN := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
 
 all: $(B)/sluiced $(B)/sluice
 
+.SECONDEXPANSION:
+
 $(B)/%.o: %.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
@@ -95,31 +97,40 @@ asan:
 # seed corpus so that new inputs stay out of the tree. Needs clang and its
 # fuzzer runtime (libclang-rt-14-dev); skipped, not failed, without them.
 FUZZ_CC    ?= clang
-FUZZ_TIME  ?= 10
+FUZZ_TIME  ?= 8
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all -D_GNU_SOURCE -I.
 FUZZ_PROBE := echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' | \
               $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
-$(B)/fuzz_dns: tests/fuzz/fuzz_dns.c dns/msg.c dns/name.c dns/dns.h
+FUZZERS    := dns tls reasm http
+FUZZ_SRC_dns   := dns/msg.c dns/name.c
+FUZZ_SRC_tls   := nfq/tls.c
+FUZZ_SRC_reasm := nfq/reasm.c
+FUZZ_SRC_http  := nfq/http.c
+
+$(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) dns/dns.h nfq/nfq.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_dns.c dns/msg.c dns/name.c
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*)
 
 fuzz:
 	$(Q)if ! $(FUZZ_PROBE); then \
 		echo "fuzz: skipped (no clang fuzzer runtime)"; exit 0; fi; \
-	$(MAKE) --no-print-directory -s $(B)/fuzz_dns || exit 1; \
-	rm -rf $(B)/fuzz/corpus_dns && mkdir -p $(B)/fuzz && \
-	cp -R tests/fuzz/corpus_dns $(B)/fuzz/corpus_dns && \
-	if $(B)/fuzz_dns -max_total_time=$(FUZZ_TIME) \
-	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus_dns \
-	    >$(B)/fuzz/fuzz_dns.log 2>&1; then \
-		echo "fuzz: dns: $$(grep '^Done' $(B)/fuzz/fuzz_dns.log)"; \
-	else \
-		tail -n 40 $(B)/fuzz/fuzz_dns.log; \
-		echo "fuzz: dns FAILED (crash input under $(B)/fuzz/)"; exit 1; \
-	fi
+	for f in $(FUZZERS); do \
+		$(MAKE) --no-print-directory -s $(B)/fuzz_$$f || exit 1; \
+		rm -rf $(B)/fuzz/corpus_$$f && mkdir -p $(B)/fuzz && \
+		cp -R tests/fuzz/corpus_$$f $(B)/fuzz/corpus_$$f && \
+		if $(B)/fuzz_$$f -max_total_time=$(FUZZ_TIME) \
+		    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus_$$f \
+		    >$(B)/fuzz/fuzz_$$f.log 2>&1; then \
+			echo "fuzz: $$f: $$(grep '^Done' $(B)/fuzz/fuzz_$$f.log)"; \
+		else \
+			tail -n 40 $(B)/fuzz/fuzz_$$f.log; \
+			echo "fuzz: $$f FAILED (crash input under $(B)/fuzz/)"; \
+			exit 1; \
+		fi; \
+	done
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5

@@ -103,6 +103,10 @@ test_denials(void **state)
 
 	decide(p, IPPROTO_UDP, "10.213.0.2", "192.0.2.10", 443, &d);
 	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "quic");
+
+	decide(p, IPPROTO_UDP, "10.213.0.2", "192.0.2.10", 4433, &d);
+	assert_int_equal(d.verdict, GW_DENY);
 	assert_string_equal(gw_reason_name(d.reason), "proto_not_allowed");
 
 	decide(p, IPPROTO_ICMP, "10.213.0.2", "192.0.2.10", 0, &d);

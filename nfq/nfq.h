@@ -65,6 +65,11 @@ void nfq_queue_get_stats(const struct nfq_queue *q, struct nfq_queue_stats *st);
 int nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
     bool set_mark, uint32_t mark);
 
+/* The same verdict for n packets (a held flight), in order, in as few
+ * sends as possible. Returns 0 or -1 with errno. */
+int nfq_queue_verdicts(struct nfq_queue *q, const uint32_t *ids, size_t n,
+    uint32_t verdict, bool set_mark, uint32_t mark);
+
 /* NULL-safe. Unbinds the queue; packets queued later are dropped by the
  * kernel (no bypass). */
 void nfq_queue_close(struct nfq_queue *q);
@@ -79,6 +84,7 @@ struct nfq_tuple {
 	uint16_t	 sport;		/* host order; 0 where the protocol has none */
 	uint16_t	 dport;
 	uint8_t		 tcp_flags;	/* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
+	uint32_t	 tcp_seq;	/* TCP: sequence number, host order */
 	uint8_t		 icmp_type;	/* ICMP */
 	uint8_t		 icmp_code;
 	const uint8_t	*l4_payload;	/* into the packet buffer */
@@ -161,5 +167,165 @@ void nfq_flows_forget_ifindex(struct nfq_flows *ft, uint32_t ifindex);
 /* Entries held: the live ones plus expired ones not yet reclaimed (each
  * insert reclaims up to two). */
 size_t nfq_flows_count(const struct nfq_flows *ft);
+
+/* ---- TLS ClientHello (tls.c): pure, no allocation ---------------------- */
+
+enum nfq_tls_status {
+	NFQ_TLS_OK = 0,		/* a complete ClientHello was parsed */
+	NFQ_TLS_NEED_MORE,	/* a valid prefix: feed more of the stream */
+	NFQ_TLS_NOT_TLS,	/* the stream does not start with a TLS
+				 * handshake record */
+	NFQ_TLS_MALFORMED,	/* a TLS handshake, but broken or ambiguous:
+				 * see hello->error */
+};
+
+struct nfq_tls_hello {
+	bool		 has_sni;	/* a server_name extension was present */
+	char		 sni[256];	/* its one host_name, as sent ("" if none) */
+	bool		 ech;		/* encrypted_client_hello (0xfe0d) or the
+					 * draft's 0xffce */
+	uint16_t	 version;	/* the highest version offered: from
+					 * supported_versions if present, else
+					 * legacy_version (0x0304 = TLS 1.3) */
+	char		 alpn[128];	/* ALPN names, comma-separated ("h2,http/1.1"),
+					 * cut at the buffer's end */
+	size_t		 consumed;	/* stream bytes holding the ClientHello:
+					 * every record it spans, in full */
+	const char	*error;		/* NFQ_TLS_MALFORMED: what (static text) */
+};
+
+/*
+ * Parses the beginning of a client's TCP stream (len bytes, in order) as
+ * TLS records carrying a ClientHello, which may span several records.
+ * Malformed: a record or handshake that is not a ClientHello, any length
+ * that disagrees with what it contains, a repeated extension (two
+ * server_name among them), a server_name list with more than one entry or
+ * a non-host_name entry, a host name that is empty, longer than 255 bytes
+ * or holds a NUL. Pure: no allocation, no globals.
+ */
+enum nfq_tls_status nfq_tls_parse_hello(const uint8_t *buf, size_t len,
+    struct nfq_tls_hello *hello);
+
+/* "TLS1.3", "TLS1.2", "TLS1.1", "TLS1.0", "SSL3.0" or "0x%04x" in buf. */
+const char *nfq_tls_version_str(uint16_t version, char *buf, size_t len);
+
+/* ---- HTTP/1.x request heads (http.c): pure, streaming ------------------ */
+
+#define NFQ_HTTP_HEAD_MAX	8192	/* a longer request head is malformed */
+
+struct nfq_http_head {
+	char		 method[16];
+	char		 host[256];	/* the Host header, port removed, as sent */
+	char		 path[256];	/* request target (origin form), cut */
+	bool		 absolute;	/* the target was absolute-form */
+};
+
+enum nfq_http_status {
+	NFQ_HTTP_NEED_MORE = 0,	/* everything fed was consumed */
+	NFQ_HTTP_HEAD,		/* a complete head: *head filled */
+	NFQ_HTTP_MALFORMED,	/* *error says what; the stream is dead */
+};
+
+/*
+ * A client's HTTP/1.x byte stream, request after request: heads are
+ * parsed, bodies (Content-Length or chunked) skipped, so pipelined and
+ * keep-alive requests are all seen. Malformed: a request line that is not
+ * METHOD SP TARGET SP HTTP/1.x, a head over NFQ_HTTP_HEAD_MAX, two Host
+ * headers, an absolute-form target whose host differs from Host, both
+ * Content-Length and Transfer-Encoding, a bad Content-Length or chunk
+ * size, a Transfer-Encoding other than chunked, bare CR, NUL.
+ */
+struct nfq_http_stream {
+	int		 state;		/* private */
+	uint64_t	 remaining;	/* private: body or chunk bytes left */
+	size_t		 headlen;	/* private: bytes of the head so far */
+	unsigned	 count;		/* private: bytes of the current part of
+					 * a request line, chunk line or trailer */
+	const char	*error;		/* private: why the stream died */
+	uint8_t		 head[NFQ_HTTP_HEAD_MAX];	/* private */
+};
+
+void nfq_http_init(struct nfq_http_stream *s);
+
+/*
+ * Consumes bytes from buf: stops right after a complete request head
+ * (returns NFQ_HTTP_HEAD, *used = bytes consumed up to its end), or
+ * consumes all of len (NFQ_HTTP_NEED_MORE). Feed the rest again to get
+ * the next head. After NFQ_HTTP_MALFORMED (*used = bytes up to and
+ * including the one found wrong) nothing more is accepted: later calls
+ * return it again with *used = 0. *error (static text) is set on
+ * NFQ_HTTP_MALFORMED, NULL otherwise; *head is written only on
+ * NFQ_HTTP_HEAD.
+ */
+enum nfq_http_status nfq_http_feed(struct nfq_http_stream *s,
+    const uint8_t *buf, size_t len, size_t *used, struct nfq_http_head *head,
+    const char **error);
+
+/* true while the stream is inside a request head not yet complete: bytes
+ * fed since its start belong to a request not decided yet. Also true once
+ * the stream is malformed: what follows belongs to no allowed request. */
+bool nfq_http_in_head(const struct nfq_http_stream *s);
+
+/* ---- TCP stream reassembly (reasm.c): pure, bounded --------------------- */
+
+#define NFQ_REASM_MAX	16384	/* bytes of a client's stream held at once */
+
+enum nfq_reasm_result {
+	NFQ_REASM_OK = 0,	/* stored (or an exact retransmission) */
+	NFQ_REASM_OLD,		/* entirely before the window: nothing new */
+	NFQ_REASM_OVERFLOW,	/* beyond NFQ_REASM_MAX from the window's start */
+	NFQ_REASM_CONFLICT,	/* overlaps stored bytes with different bytes */
+};
+
+/*
+ * The client's byte stream from sequence number base on: segments in any
+ * order, retransmissions and overlaps accepted when their bytes agree
+ * with what is stored, refused (CONFLICT) when they differ — the first
+ * version seen is the one inspected, and no other can slip past it.
+ */
+struct nfq_reasm {
+	uint32_t	 base;		/* sequence number of data[0] */
+	size_t		 contiguous;	/* data[0 .. contiguous) are present */
+	size_t		 high;		/* one past the highest byte stored */
+	uint8_t		 data[NFQ_REASM_MAX];
+	uint8_t		 have[NFQ_REASM_MAX / 8];
+};
+
+void nfq_reasm_init(struct nfq_reasm *r, uint32_t base);
+
+/* Adds a segment of len bytes starting at sequence number seq (modular
+ * arithmetic: at most 2^31 before base counts as before). */
+enum nfq_reasm_result nfq_reasm_add(struct nfq_reasm *r, uint32_t seq,
+    const uint8_t *data, size_t len);
+
+/* Drops the first n (<= contiguous) bytes: base advances by n. An n past
+ * contiguous is cut to contiguous: only bytes without a gap are dropped. */
+void nfq_reasm_consume(struct nfq_reasm *r, size_t n);
+
+/* ---- protocol identity with nDPI (classify.c) -------------------------- */
+
+struct nfq_classifier;
+struct nfq_class_flow;
+
+/* One nDPI detection module for the process. NULL on failure. */
+struct nfq_classifier *nfq_classifier_new(void);
+void nfq_classifier_free(struct nfq_classifier *c);
+
+/* Per-flow nDPI state; NULL on allocation failure. */
+struct nfq_class_flow *nfq_class_flow_new(struct nfq_classifier *c);
+void nfq_class_flow_free(struct nfq_class_flow *f);
+
+/* Feeds one IPv4 packet of the flow (as queued), ts in ms. */
+void nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
+    const uint8_t *pkt, size_t len, uint64_t ts_ms);
+
+/*
+ * The application protocol seen so far, giving up detection if it is not
+ * certain yet: "TLS", "HTTP", "SSH", "Unknown"... (nDPI's names, with
+ * app and master joined by "." as nDPI prints them, e.g. "TLS.Google").
+ * Written into buf; returns buf.
+ */
+const char *nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,
+    char *buf, size_t len);
 
 #endif

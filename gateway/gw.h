@@ -19,6 +19,20 @@
 #define GW_MARK_MASK	0x30000000u
 #define GW_MARK_ALLOW	0x10000000u
 #define GW_MARK_DENY	0x20000000u
+#define GW_MARK_INSPECT	0x30000000u	/* being inspected: its client packets
+					 * keep coming to sluiced */
+
+/* Inspection of the first flight (inspect.c): bounds and their behaviour.
+ * A full hold table denies new flows that need inspection; a flight that
+ * does not complete within the bytes (NFQ_REASM_MAX), packets or time is
+ * denied. */
+#define GW_HOLD_MAX	1024		/* flows under inspection at once */
+#define GW_HOLD_PKTS	64		/* packets held per flow */
+#define GW_HOLD_MS	3000		/* a first flight must complete in */
+#define GW_HOLD_IDLE_MS	120000		/* an HTTP connection idle this long
+					 * is forgotten (its next packet is
+					 * refused) */
+enum { GW_INSPECT_NONE = 0, GW_INSPECT_TLS, GW_INSPECT_HTTP };
 
 #define GW_DNS_MAX	8
 #define GW_NAME_MAX	48		/* sandbox names; see names.h */
@@ -98,6 +112,8 @@ struct gw {
 	struct store		*store;
 	struct dns_resolver	*resolver;
 	struct dns_bindings	*bindings;
+	struct gw_holds		*holds;
+	struct nfq_classifier	*classifier;
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
 };
@@ -132,6 +148,31 @@ struct gw_sandbox *gw_sandbox_by_ifindex(struct gw *gw, uint32_t ifindex);
 int gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen);
 void gw_sandboxes_teardown(struct gw *gw);
 void gw_sandboxes_free(struct gw *gw);
+
+/* flowlog.c: one flows row. extra (may be NULL) is what inspection read. */
+struct gw_decision;
+struct gw_flow_extra {
+	const char	*sni, *tls_version, *alpn;
+	const char	*http_method, *http_host, *http_path;
+	const char	*app;
+};
+int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_tuple *t, const struct gw_decision *d,
+    const struct gw_flow_extra *extra);
+
+/* inspect.c */
+int gw_inspect_init(struct gw *gw);
+void gw_inspect_free(struct gw *gw);
+int gw_inspect_kind(const struct gw_decision *d, uint16_t dport);
+int gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
+    const struct nfq_packet *pkt, const struct nfq_tuple *t,
+    const struct gw_decision *d, int kind, uint64_t now);
+void gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now);
+int gw_inspect_timeout(struct gw *gw, uint64_t now);
+void gw_inspect_expire(struct gw *gw, uint64_t now);
+void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);
+size_t gw_inspect_count(const struct gw *gw);
 
 /* dnsgw.c: the resolver's policy side */
 int gw_dns_open(struct gw *gw, char *err, size_t errlen);

@@ -30,7 +30,7 @@
 int
 gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 {
-	char rules[4096], rules6[512];
+	char rules[6144], rules6[512];
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
 	    "iptables-restore", "-w", "5", NULL };
 	char *argv6[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
@@ -46,8 +46,9 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    ":OUTPUT ACCEPT [0:0]\n"
 	    ":POSTROUTING ACCEPT [0:0]\n"
 	    "-A PREROUTING -j CONNMARK --restore-mark --nfmask 0x%x --ctmask 0x%x\n"
-	    "-A INPUT -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
-	    "-A POSTROUTING -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
+	    /* allow and inspect marks go onto the connection */
+	    "-A INPUT -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
+	    "-A POSTROUTING -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    "COMMIT\n"
 	    "*nat\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
@@ -71,21 +72,32 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"
 	    "-A FORWARD -m conntrack --ctstate INVALID -j DROP\n"
 	    "-A FORWARD -i " GW_SB_IF_PREFIX "+ -j sluice-sandbox\n"
-	    /* replies to decided flows: the restored connmark says so */
+	    /* replies to decided and inspected flows: the restored
+	     * connmark says so (server bytes are no exfiltration) */
+	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j ACCEPT\n"
+	    /* a denied inspected flow keeps its deny mark: all it sends
+	     * next is reset too */
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp -j REJECT --reject-with tcp-reset\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j REJECT --reject-with icmp-admin-prohibited\n"
+	    /* under inspection: every client packet (this chain sees only
+	     * the sandbox's side, the original direction) */
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE --queue-num %u\n"
 	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE --queue-num %u\n"
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
 	    m, m,
-	    GW_MARK_ALLOW, m, m, m,
-	    GW_MARK_ALLOW, m, m, m,
+	    m, m, m,
+	    m, m, m,
 	    GW_MARK_ALLOW, m,
+	    GW_MARK_INSPECT, m,
 	    GW_MARK_ALLOW, m,
+	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
 	    GW_MARK_DENY, m,
+	    GW_MARK_INSPECT, m, q,
 	    m, q);
 	/* IPv6 is not carried for sandboxes yet: nothing passes. */
 	snprintf(rules6, sizeof(rules6),

@@ -27,45 +27,6 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void
-ip_str(uint32_t a, char *buf, size_t len)
-{
-	struct in_addr in = { .s_addr = a };
-
-	inet_ntop(AF_INET, &in, buf, (socklen_t)len);
-}
-
-/*
- * Writes the flow row. Returns -1 when the log cannot take it: the caller
- * then denies (a flow that cannot be logged is not let through).
- */
-static int
-log_flow(struct gw *gw, const struct gw_sandbox *sb, const struct nfq_tuple *t,
-    const struct gw_decision *d)
-{
-	struct store_flow f;
-	bool ports = t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
-
-	memset(&f, 0, sizeof(f));
-	f.ts_us = store_now_us();
-	if (sb != NULL) {
-		snprintf(f.sandbox, sizeof(f.sandbox), "%s", sb->name);
-		snprintf(f.policy_sha256, sizeof(f.policy_sha256), "%s",
-		    sb->policy->sha256);
-	}
-	f.proto = nfq_proto_name(t->proto);
-	ip_str(t->saddr, f.src_ip, sizeof(f.src_ip));
-	ip_str(t->daddr, f.dst_ip, sizeof(f.dst_ip));
-	f.src_port = ports ? t->sport : -1;
-	f.dst_port = ports ? t->dport : -1;
-	f.verdict = gw_verdict_name(d->verdict);
-	f.reason = gw_reason_name(d->reason);
-	if (d->rule != NULL)
-		snprintf(f.rule, sizeof(f.rule), "%s", d->rule);
-	snprintf(f.name, sizeof(f.name), "%s", d->name);
-	return store_put_flow(gw->store, &f);
-}
-
 /*
  * The verdict path: every queued packet gets exactly one verdict, and
  * anything that goes wrong on the way ends in a denial.
@@ -78,9 +39,10 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	struct nfq_tuple t;
 	struct nfq_flow_key key;
 	struct nfq_flow *fl;
-	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, "" };
+	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, NULL, "" };
 	enum nfq_parse_error pe;
 	uint64_t now = now_ms();
+	int kind;
 	uint32_t verdict, mark;
 
 	gw->pkts++;
@@ -92,6 +54,12 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		    nfq_parse_error_str(pe));
 		/* Not a flow: nothing sensible to log it as. Drop outright. */
 		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	}
+
+	/* a flow under inspection: its first flight is being read */
+	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_INSPECT) {
+		gw_inspect_packet(gw, pkt, &t, now);
+		return 0;
 	}
 
 	memset(&key, 0, sizeof(key));
@@ -127,13 +95,27 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 
 		gw_decide(&ctx, &t, &d);
 	}
-	if (log_flow(gw, sb, &t, &d) == -1 && d.verdict != GW_DENY) {
+	kind = gw_inspect_kind(&d, t.dport);
+	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
+	    (t.tcp_flags & 0x02)) {
+		/* the row is written once the first flight is decided */
+		if (gw_inspect_start(gw, sb, pkt, &t, &d, kind, now) == 0)
+			return 0;
+		d.verdict = GW_DENY;
+		d.reason = GW_R_HOLD_TABLE_FULL;
+		d.rule = NULL;
+		if (sb->policy->mode == POLICY_AUDIT)
+			d.verdict = GW_AUDIT;
+		if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
+			gw->denied_unlogged++;
+	} else if (gw_log_flow(gw, sb, &t, &d, NULL) == -1 &&
+	    d.verdict != GW_DENY) {
 		/* fail closed: what cannot be recorded does not pass */
 		d.verdict = GW_DENY;
 		d.reason = GW_R_LOG_UNAVAILABLE;
 		d.rule = NULL;
 		gw->denied_unlogged++;
-		(void)log_flow(gw, sb, &t, &d);
+		(void)gw_log_flow(gw, sb, &t, &d, NULL);
 	}
 	if (d.verdict == GW_DENY) {
 		/* repeat the hook with the deny mark: the ruleset rejects it
@@ -272,6 +254,8 @@ main(int argc, char **argv)
 	gw.home_nsfd = gw.gw_nsfd;
 	if (gw_dns_open(&gw, err, sizeof(err)) == -1)
 		fatalx("resolver: %s", err);
+	if (gw_inspect_init(&gw) == -1)
+		fatalx("out of memory");
 	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s, "
 	    "%zu upstream resolvers", gw.cfg.netns, gw.cfg.queue_num,
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
@@ -279,7 +263,7 @@ main(int argc, char **argv)
 	while (running) {
 		struct pollfd pfd[3 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX];
 		size_t ndns;
-		int timeout;
+		int timeout, itimeout;
 
 		pfd[0] = (struct pollfd){ .fd = nfq_queue_fd(gw.queue), .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = gw.ctl_fd, .events = POLLIN };
@@ -287,6 +271,9 @@ main(int argc, char **argv)
 		ndns = dns_resolver_pollfds(gw.resolver, pfd + 3,
 		    sizeof(pfd) / sizeof(pfd[0]) - 3);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
+		itimeout = gw_inspect_timeout(&gw, now_ms());
+		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
+			timeout = itimeout;
 		if (poll(pfd, 3 + ndns, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
@@ -297,6 +284,7 @@ main(int argc, char **argv)
 				log_warn("queue receive");
 		}
 		dns_resolver_process(gw.resolver, pfd + 3, ndns, now_ms());
+		gw_inspect_expire(&gw, now_ms());
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw);
 		if (pfd[2].revents & POLLIN) {
@@ -314,6 +302,7 @@ main(int argc, char **argv)
 	}
 
 	gw_control_close(&gw);
+	gw_inspect_free(&gw);
 	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);
 	store_close(gw.store);

@@ -19,6 +19,20 @@ static const char *const reason_names[GW_R_COUNT] = {
 	[GW_R_NO_DNS_BINDING] = "no_dns_binding",
 	[GW_R_DENIED_DOMAIN] = "denied_domain",
 	[GW_R_DNS_BYPASS] = "dns_bypass",
+	[GW_R_QUIC] = "quic",
+	[GW_R_NO_SNI] = "no_sni",
+	[GW_R_SNI_NOT_ALLOWED] = "sni_not_allowed",
+	[GW_R_SNI_BINDING_MISMATCH] = "sni_binding_mismatch",
+	[GW_R_ECH] = "ech",
+	[GW_R_MALFORMED_TLS] = "malformed_tls",
+	[GW_R_NOT_TLS] = "not_tls",
+	[GW_R_HOST_NOT_ALLOWED] = "host_not_allowed",
+	[GW_R_HOST_BINDING_MISMATCH] = "host_binding_mismatch",
+	[GW_R_MALFORMED_HTTP] = "malformed_http",
+	[GW_R_HOLD_TIMEOUT] = "hold_timeout",
+	[GW_R_HOLD_OVERFLOW] = "hold_overflow",
+	[GW_R_HOLD_TABLE_FULL] = "hold_table_full",
+	[GW_R_NO_INSPECTION_STATE] = "no_inspection_state",
 };
 
 const char *
@@ -117,6 +131,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 
 	out->verdict = GW_DENY;
 	out->rule = NULL;
+	out->domain = NULL;
 	out->name[0] = '\0';
 
 	if (t->saddr != ctx->sandbox_addr) {
@@ -135,6 +150,10 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	if ((t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP) &&
 	    is_dns_port(t->dport)) {
 		deny(ctx, GW_R_DNS_BYPASS, out);
+		return;
+	}
+	if (t->proto == IPPROTO_UDP && t->dport == 443) {
+		deny(ctx, GW_R_QUIC, out);
 		return;
 	}
 	if (t->proto != IPPROTO_TCP) {
@@ -162,6 +181,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 		out->verdict = GW_ALLOW;
 		out->reason = GW_R_ALLOWED_DOMAIN;
 		out->rule = bc.rule->text;
+		out->domain = bc.rule;
 		return;
 	}
 	if (bc.best == POLICY_NAME_PORT_NOT_ALLOWED || addr_matched) {

@@ -29,6 +29,23 @@ enum gw_reason {
 	GW_R_NO_DNS_BINDING,	/* no resolved, allowed name for this address */
 	GW_R_DENIED_DOMAIN,	/* bound only to names deniedDomains now covers */
 	GW_R_DNS_BYPASS,	/* DNS (53, 853) to another resolver */
+	GW_R_QUIC,		/* UDP 443: clients fall back to TCP */
+	/* the first flight (inspect.c) */
+	GW_R_NO_SNI,		/* a ClientHello without server_name */
+	GW_R_SNI_NOT_ALLOWED,	/* its name is not allowed on this port */
+	GW_R_SNI_BINDING_MISMATCH,	/* allowed, but this address is not
+				 * bound to it (or its entry) here */
+	GW_R_ECH,		/* encrypted ClientHello: the name is hidden */
+	GW_R_MALFORMED_TLS,	/* broken, ambiguous or conflicting */
+	GW_R_NOT_TLS,		/* a first payload that is no TLS handshake */
+	GW_R_HOST_NOT_ALLOWED,	/* an HTTP Host not allowed on this port */
+	GW_R_HOST_BINDING_MISMATCH,
+	GW_R_MALFORMED_HTTP,
+	GW_R_HOLD_TIMEOUT,	/* the first flight did not complete in time */
+	GW_R_HOLD_OVERFLOW,	/* ... or not within the bytes/packets held */
+	GW_R_HOLD_TABLE_FULL,	/* too many flows being inspected at once */
+	GW_R_NO_INSPECTION_STATE,	/* a packet of an inspected flow sluiced
+				 * knows nothing of (e.g. after a restart) */
 	GW_R_COUNT
 };
 
@@ -36,6 +53,7 @@ struct gw_decision {
 	enum gw_verdict		 verdict;
 	enum gw_reason		 reason;
 	const char		*rule;	/* the policy entry's text, or NULL */
+	const struct policy_domain *domain;	/* the admitting entry (allowed_domain) */
 	char			 name[254];	/* the binding's name, or "" */
 };
 

@@ -32,6 +32,7 @@ parse_tcp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
 	t->sport = get_be16(l4);
 	t->dport = get_be16(l4 + 2);
 	t->tcp_flags = l4[13];
+	t->tcp_seq = (uint32_t)get_be16(l4 + 4) << 16 | get_be16(l4 + 6);
 	t->l4_payload = l4 + hlen;
 	t->l4_len = l4len - hlen;
 	return NFQ_PARSE_OK;

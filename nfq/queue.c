@@ -390,6 +390,45 @@ nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
 	}
 }
 
+int
+nfq_queue_verdicts(struct nfq_queue *q, const uint32_t *ids, size_t n,
+    uint32_t verdict, bool set_mark, uint32_t mark)
+{
+	alignas(struct nlmsghdr) char msg[64 * 64];
+	size_t i, len;
+	int tries;
+
+	if (verdict != NF_ACCEPT && verdict != NF_DROP && verdict != NF_REPEAT) {
+		errno = EINVAL;
+		return -1;
+	}
+	/*
+	 * Several verdict messages back to back in one datagram: the kernel
+	 * handles them in order within one sendto, so a held flight is
+	 * released (or dropped) together. NFQNL_MSG_VERDICT_BATCH cannot be
+	 * used: it covers every id up to the last, other flows' too.
+	 */
+	for (i = 0; i < n; ) {
+		for (len = 0; i < n && len + 64 <= sizeof(msg); i++) {
+			struct nlmsghdr *nlh;
+
+			nlh = nfq_nlmsg_put(msg + len, NFQNL_MSG_VERDICT, q->num);
+			nfq_nlmsg_verdict_put(nlh, (int)ids[i], (int)verdict);
+			if (set_mark)
+				nfq_nlmsg_verdict_put_mark(nlh, mark);
+			len += NLMSG_ALIGN(nlh->nlmsg_len);
+		}
+		for (tries = 1; ; tries++) {
+			if (mnl_socket_sendto(q->nl, msg, len) >= 0)
+				break;
+			if ((errno != ENOBUFS && errno != EAGAIN && errno != EINTR) ||
+			    tries == QUEUE_SEND_TRIES)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 void
 nfq_queue_get_stats(const struct nfq_queue *q, struct nfq_queue_stats *st)
 {

@@ -211,7 +211,7 @@ http {
 	keepalive_timeout 5;
 
 	server {
-		listen $TB_ADDR_HTTPS:443 ssl default_server;
+		listen $TB_ADDR_HTTPS:443 ssl http2 default_server;
 		server_name _;
 		ssl_certificate $t/default.invalid.pem;
 		ssl_certificate_key $t/default.invalid.key;

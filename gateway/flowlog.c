@@ -1,0 +1,61 @@
+/* flowlog.c: one row of the flows table, from a decision. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/gw.h"
+#include "gateway/verdict.h"
+
+static void
+ip_str(uint32_t a, char *buf, size_t len)
+{
+	struct in_addr in = { .s_addr = a };
+
+	inet_ntop(AF_INET, &in, buf, (socklen_t)len);
+}
+
+static void
+copy(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src != NULL ? src : "");
+}
+
+/*
+ * Queues the row. Returns -1 when the log cannot take it: the caller then
+ * denies (a flow that cannot be logged is not let through).
+ */
+int
+gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_tuple *t, const struct gw_decision *d,
+    const struct gw_flow_extra *x)
+{
+	struct store_flow f;
+	bool ports = t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
+
+	memset(&f, 0, sizeof(f));
+	f.ts_us = store_now_us();
+	if (sb != NULL) {
+		copy(f.sandbox, sizeof(f.sandbox), sb->name);
+		copy(f.policy_sha256, sizeof(f.policy_sha256), sb->policy->sha256);
+	}
+	f.proto = nfq_proto_name(t->proto);
+	ip_str(t->saddr, f.src_ip, sizeof(f.src_ip));
+	ip_str(t->daddr, f.dst_ip, sizeof(f.dst_ip));
+	f.src_port = ports ? t->sport : -1;
+	f.dst_port = ports ? t->dport : -1;
+	f.verdict = gw_verdict_name(d->verdict);
+	f.reason = gw_reason_name(d->reason);
+	copy(f.rule, sizeof(f.rule), d->rule);
+	copy(f.name, sizeof(f.name), d->name);
+	if (x != NULL) {
+		copy(f.sni, sizeof(f.sni), x->sni);
+		copy(f.tls_version, sizeof(f.tls_version), x->tls_version);
+		copy(f.alpn, sizeof(f.alpn), x->alpn);
+		copy(f.http_method, sizeof(f.http_method), x->http_method);
+		copy(f.http_host, sizeof(f.http_host), x->http_host);
+		copy(f.http_path, sizeof(f.http_path), x->http_path);
+		copy(f.app, sizeof(f.app), x->app);
+	}
+	return store_put_flow(gw->store, &f);
+}

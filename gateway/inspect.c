@@ -1,0 +1,679 @@
+/* inspect.c: holding a new flow's first flight until its TLS SNI or HTTP Host is read. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/netfilter.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "gateway/gw.h"
+#include "gateway/log.h"
+#include "gateway/verdict.h"
+
+#define TH_FIN	0x01
+#define TH_SYN	0x02
+#define TH_RST	0x04
+
+enum hold_kind { HOLD_TLS = GW_INSPECT_TLS, HOLD_HTTP = GW_INSPECT_HTTP };
+
+/*
+ * One flow under inspection. TLS flows live here from their SYN until the
+ * ClientHello is decided; HTTP flows for the whole connection, since every
+ * request head is checked.
+ */
+struct hold {
+	bool			 used;
+	enum hold_kind		 kind;
+	bool			 logged;	/* its flow row is written */
+	bool			 decided;	/* HTTP: a first head was allowed */
+	struct nfq_flow_key	 key;
+	struct nfq_tuple	 t;		/* of the SYN, for the row */
+	struct gw_decision	 syn;		/* what the SYN was allowed by */
+	uint64_t		 deadline;	/* held bytes must be decided by */
+	uint64_t		 last_ms;	/* last packet seen */
+	uint32_t		 ids[GW_HOLD_PKTS];
+	size_t			 nids;
+	struct nfq_reasm	*reasm;
+	struct nfq_http_stream	*http;
+	struct nfq_class_flow	*cls;
+	struct nfq_http_head	 first;		/* HTTP: the first request */
+	int			 next;		/* hash chain, -1 ends */
+};
+
+struct gw_holds {
+	struct hold		 h[GW_HOLD_MAX];
+	int			 bucket[GW_HOLD_MAX * 2];
+	size_t			 n;
+	uint64_t		 seed;
+};
+
+_Static_assert((GW_HOLD_MAX & (GW_HOLD_MAX - 1)) == 0, "power of two");
+
+static uint32_t
+key_hash(const struct gw_holds *hs, const struct nfq_flow_key *k)
+{
+	uint64_t x = hs->seed;
+
+	x ^= (uint64_t)k->ifindex * 0x9e3779b97f4a7c15ull;
+	x ^= ((uint64_t)k->saddr << 32 | k->daddr) * 0xc2b2ae3d27d4eb4full;
+	x ^= ((uint64_t)k->sport << 24 | (uint64_t)k->dport << 8 | k->proto) *
+	    0x165667b19e3779f9ull;
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	return (uint32_t)(x & (GW_HOLD_MAX * 2 - 1));
+}
+
+static bool
+key_eq(const struct nfq_flow_key *a, const struct nfq_flow_key *b)
+{
+	return a->ifindex == b->ifindex && a->saddr == b->saddr &&
+	    a->daddr == b->daddr && a->sport == b->sport &&
+	    a->dport == b->dport && a->proto == b->proto;
+}
+
+static struct hold *
+hold_find(struct gw_holds *hs, const struct nfq_flow_key *k)
+{
+	int i;
+
+	for (i = hs->bucket[key_hash(hs, k)]; i != -1; i = hs->h[i].next)
+		if (key_eq(&hs->h[i].key, k))
+			return &hs->h[i];
+	return NULL;
+}
+
+static void
+hold_free(struct gw *gw, struct hold *h)
+{
+	struct gw_holds *hs = gw->holds;
+	int *pp = &hs->bucket[key_hash(hs, &h->key)];
+	int me = (int)(h - hs->h);
+
+	while (*pp != -1 && *pp != me)
+		pp = &hs->h[*pp].next;
+	if (*pp == me)
+		*pp = h->next;
+	free(h->reasm);
+	free(h->http);
+	nfq_class_flow_free(h->cls);
+	memset(h, 0, sizeof(*h));
+	hs->n--;
+}
+
+int
+gw_inspect_init(struct gw *gw)
+{
+	struct gw_holds *hs = calloc(1, sizeof(*hs));
+	size_t i;
+
+	if (hs == NULL)
+		return -1;
+	for (i = 0; i < GW_HOLD_MAX * 2; i++)
+		hs->bucket[i] = -1;
+	if (getrandom(&hs->seed, sizeof(hs->seed), 0) != sizeof(hs->seed))
+		hs->seed = (uint64_t)(uintptr_t)hs ^ 0x5bd1e995u;
+	gw->holds = hs;
+	/* nDPI is a help for the log, not a gate: run without it if it
+	 * cannot start */
+	gw->classifier = nfq_classifier_new();
+	if (gw->classifier == NULL)
+		log_warnx("nDPI did not start: flows are logged without app");
+	return 0;
+}
+
+void
+gw_inspect_free(struct gw *gw)
+{
+	size_t i;
+
+	if (gw->holds == NULL)
+		return;
+	for (i = 0; i < GW_HOLD_MAX; i++)
+		if (gw->holds->h[i].used)
+			hold_free(gw, &gw->holds->h[i]);
+	free(gw->holds);
+	gw->holds = NULL;
+	nfq_classifier_free(gw->classifier);
+	gw->classifier = NULL;
+}
+
+int
+gw_inspect_kind(const struct gw_decision *d, uint16_t dport)
+{
+	if (d->verdict == GW_DENY || d->reason != GW_R_ALLOWED_DOMAIN ||
+	    d->domain == NULL)
+		return GW_INSPECT_NONE;
+	switch (d->domain->inspect) {
+	case POLICY_INSPECT_TLS:
+		return GW_INSPECT_TLS;
+	case POLICY_INSPECT_HTTP:
+		return GW_INSPECT_HTTP;
+	case POLICY_INSPECT_AUTO:
+		break;
+	}
+	if (dport == 443)
+		return GW_INSPECT_TLS;
+	if (dport == 80)
+		return GW_INSPECT_HTTP;
+	return GW_INSPECT_NONE;
+}
+
+static void
+classify(struct gw *gw, struct hold *h, const struct nfq_packet *pkt,
+    uint64_t now)
+{
+	if (h->cls != NULL)
+		nfq_class_feed(gw->classifier, h->cls, pkt->payload, pkt->len, now);
+}
+
+/* ---- decisions ------------------------------------------------------- */
+
+struct bound_check {
+	const char			*name;	/* the SNI or Host, normalised */
+	const struct policy_domain	*entry;	/* the entry admitting it */
+};
+
+static bool
+bound_ok(void *arg, const char *bound)
+{
+	const struct bound_check *bc = arg;
+
+	/* the address must be bound to this very name, or to one the same
+	 * allowlist entry covers (several names of one CDN entry) */
+	return dns_name_equal(bound, bc->name) ||
+	    dns_name_match(bound, bc->entry->name, bc->entry->wildcard);
+}
+
+/*
+ * Decides a name presented in the first flight (SNI or Host) for the flow:
+ * allowed on this port, and the destination bound to it for this sandbox.
+ */
+static void
+decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
+    const char *presented, enum gw_reason not_allowed, enum gw_reason mismatch,
+    uint64_t now, struct gw_decision *d)
+{
+	char name[DNS_NAME_MAX + 1];
+	const struct policy_domain *entry = NULL;
+	struct bound_check bc;
+
+	d->verdict = GW_ALLOW;
+	d->reason = GW_R_ALLOWED_DOMAIN;
+	d->rule = NULL;
+	d->domain = NULL;
+	snprintf(d->name, sizeof(d->name), "%s", h->syn.name);
+	if (!dns_name_normalize(presented, strlen(presented), name, NULL) ||
+	    policy_match_name(sb->policy, name, h->t.dport, &entry) !=
+	    POLICY_NAME_ALLOWED) {
+		d->verdict = GW_DENY;
+		d->reason = not_allowed;
+		return;
+	}
+	bc.name = name;
+	bc.entry = entry;
+	if (!dns_bindings_find(gw->bindings, sb->slot, h->t.daddr, now, bound_ok,
+	    &bc)) {
+		d->verdict = GW_DENY;
+		d->reason = mismatch;
+		return;
+	}
+	d->rule = entry->text;
+	d->domain = entry;
+}
+
+/* Audit mode lets a would-be denial through, as everywhere. */
+static void
+audit(const struct gw_sandbox *sb, struct gw_decision *d)
+{
+	if (d->verdict == GW_DENY && sb != NULL &&
+	    sb->policy->mode == POLICY_AUDIT)
+		d->verdict = GW_AUDIT;
+}
+
+static int
+log_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const struct gw_decision *d, const struct nfq_tls_hello *hello,
+    const struct nfq_http_head *head)
+{
+	struct gw_flow_extra x;
+	char ver[16], app[48];
+
+	memset(&x, 0, sizeof(x));
+	if (hello != NULL) {
+		x.sni = hello->sni;
+		x.tls_version = nfq_tls_version_str(hello->version, ver,
+		    sizeof(ver));
+		x.alpn = hello->alpn;
+	}
+	if (head != NULL) {
+		x.http_method = head->method;
+		x.http_host = head->host;
+		x.http_path = head->path;
+	}
+	if (h->cls != NULL)
+		x.app = nfq_class_result(gw->classifier, h->cls, app, sizeof(app));
+	h->logged = true;
+	if (gw_log_flow(gw, sb, &h->t, d, &x) == -1) {
+		gw->denied_unlogged++;
+		return -1;
+	}
+	return 0;
+}
+
+/* Releases every held packet (and the one in hand, already in ids). */
+static void
+release(struct gw *gw, struct hold *h, uint32_t mark)
+{
+	if (h->nids > 0 && nfq_queue_verdicts(gw->queue, h->ids, h->nids,
+	    NF_ACCEPT, true, mark) == -1)
+		log_warn("verdicts for a held flight");
+	h->nids = 0;
+}
+
+/*
+ * Ends the flow: held packets are dropped and the last one goes round the
+ * chain again with the deny mark, so the kernel resets the client and the
+ * connection keeps the deny mark for whatever the client sends next.
+ */
+static void
+reject(struct gw *gw, struct hold *h)
+{
+	if (h->nids == 0)
+		return;
+	if (h->nids > 1 && nfq_queue_verdicts(gw->queue, h->ids, h->nids - 1,
+	    NF_DROP, false, 0) == -1)
+		log_warn("verdicts for a held flight");
+	if (nfq_queue_verdict(gw->queue, h->ids[h->nids - 1], NF_REPEAT, true,
+	    GW_MARK_DENY) == -1)
+		log_warn("verdict for a held flight");
+	h->nids = 0;
+}
+
+/* A denial of the whole flow: row, reset, forget. */
+static void
+deny_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    enum gw_reason reason, const struct nfq_tls_hello *hello,
+    const struct nfq_http_head *head)
+{
+	struct gw_decision d = h->syn;
+
+	d.verdict = GW_DENY;
+	d.reason = reason;
+	d.rule = NULL;
+	d.domain = NULL;
+	audit(sb, &d);
+	if (log_hold(gw, sb, h, &d, hello, head) == 0 && d.verdict == GW_AUDIT)
+		release(gw, h, GW_MARK_ALLOW);
+	else
+		reject(gw, h);
+	hold_free(gw, h);
+}
+
+/* ---- TLS ----------------------------------------------------------- */
+
+static void
+tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
+{
+	struct nfq_tls_hello hello;
+	struct gw_decision d;
+	enum nfq_tls_status st;
+
+	st = nfq_tls_parse_hello(h->reasm->data, h->reasm->contiguous, &hello);
+	switch (st) {
+	case NFQ_TLS_NEED_MORE:
+		return;
+	case NFQ_TLS_NOT_TLS:
+		deny_hold(gw, sb, h, GW_R_NOT_TLS, NULL, NULL);
+		return;
+	case NFQ_TLS_MALFORMED:
+		log_debug("%s: malformed ClientHello: %s", sb->name, hello.error);
+		deny_hold(gw, sb, h, GW_R_MALFORMED_TLS, &hello, NULL);
+		return;
+	case NFQ_TLS_OK:
+		break;
+	}
+	if (hello.ech) {
+		deny_hold(gw, sb, h, GW_R_ECH, &hello, NULL);
+		return;
+	}
+	if (!hello.has_sni) {
+		deny_hold(gw, sb, h, GW_R_NO_SNI, &hello, NULL);
+		return;
+	}
+	decide_name(gw, sb, h, hello.sni, GW_R_SNI_NOT_ALLOWED,
+	    GW_R_SNI_BINDING_MISMATCH, now, &d);
+	if (d.verdict != GW_ALLOW) {
+		deny_hold(gw, sb, h, d.reason, &hello, NULL);
+		return;
+	}
+	/* decided: the rest of the connection stays in the kernel — unless
+	 * it cannot be logged, in which case it does not pass at all */
+	if (log_hold(gw, sb, h, &d, &hello, NULL) == -1)
+		reject(gw, h);
+	else
+		release(gw, h, GW_MARK_ALLOW);
+	hold_free(gw, h);
+}
+
+/* ---- HTTP ---------------------------------------------------------- */
+
+static void
+http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
+{
+	struct nfq_http_head head;
+	struct gw_decision d;
+	const char *error = NULL;
+	size_t off = 0, used;
+
+	while (off < h->reasm->contiguous) {
+		enum nfq_http_status st;
+
+		st = nfq_http_feed(h->http, h->reasm->data + off,
+		    h->reasm->contiguous - off, &used, &head, &error);
+		off += used;
+		if (st == NFQ_HTTP_NEED_MORE)
+			break;
+		if (st == NFQ_HTTP_MALFORMED) {
+			log_debug("%s: malformed HTTP: %s", sb->name,
+			    error ? error : "?");
+			if (!h->decided)
+				deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
+				    NULL);
+			else
+				deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
+				    &head);
+			return;
+		}
+		decide_name(gw, sb, h, head.host, GW_R_HOST_NOT_ALLOWED,
+		    GW_R_HOST_BINDING_MISMATCH, now, &d);
+		if (d.verdict != GW_ALLOW) {
+			/* a later request that is denied ends the
+			 * connection, and gets its own row */
+			deny_hold(gw, sb, h, d.reason, NULL, &head);
+			return;
+		}
+		if (!h->decided) {
+			h->decided = true;
+			h->first = head;
+			if (log_hold(gw, sb, h, &d, NULL, &head) == -1) {
+				reject(gw, h);
+				hold_free(gw, h);
+				return;
+			}
+		}
+	}
+	nfq_reasm_consume(h->reasm, off);
+	/*
+	 * Packets carrying any byte of a request head not yet complete stay
+	 * held; once every head they carry is decided (or they carry only
+	 * body bytes) they go.
+	 */
+	if (!nfq_http_in_head(h->http))
+		release(gw, h, GW_MARK_INSPECT);
+	else if (h->deadline == 0)
+		h->deadline = now + GW_HOLD_MS;
+	if (!nfq_http_in_head(h->http))
+		h->deadline = 0;
+}
+
+/* ---- packets --------------------------------------------------------- */
+
+/*
+ * Takes the packet in hand into the flow's held flight and feeds its
+ * payload to the reassembler. Returns false when the flow was denied.
+ */
+static bool
+take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const struct nfq_packet *pkt, const struct nfq_tuple *t, uint64_t now)
+{
+	uint32_t seq;
+	enum nfq_reasm_result rr;
+
+	if (h->nids == GW_HOLD_PKTS) {
+		h->ids[h->nids - 1] = pkt->id;	/* so it gets the reset */
+		deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
+		return false;
+	}
+	h->ids[h->nids++] = pkt->id;
+	if (t->l4_len == 0)
+		return true;
+	seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0);
+	rr = nfq_reasm_add(h->reasm, seq, t->l4_payload, t->l4_len);
+	if (rr == NFQ_REASM_CONFLICT) {
+		/* two versions of the same bytes: which one the server
+		 * keeps is not ours to know, so neither goes */
+		deny_hold(gw, sb, h, h->kind == HOLD_TLS ? GW_R_MALFORMED_TLS :
+		    GW_R_MALFORMED_HTTP, NULL, NULL);
+		return false;
+	}
+	if (rr == NFQ_REASM_OVERFLOW) {
+		deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
+		return false;
+	}
+	if (h->deadline == 0)
+		h->deadline = now + GW_HOLD_MS;
+	return true;
+}
+
+static void
+step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
+{
+	if (h->kind == HOLD_TLS)
+		tls_step(gw, sb, h, now);
+	else
+		http_step(gw, sb, h, now);
+}
+
+int
+gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
+    const struct nfq_packet *pkt, const struct nfq_tuple *t,
+    const struct gw_decision *d, int kind, uint64_t now)
+{
+	struct gw_holds *hs = gw->holds;
+	struct nfq_flow_key key;
+	struct hold *h = NULL;
+	size_t i;
+	uint32_t b;
+
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->indev;
+	key.saddr = t->saddr;
+	key.daddr = t->daddr;
+	key.sport = t->sport;
+	key.dport = t->dport;
+	key.proto = t->proto;
+	if ((h = hold_find(hs, &key)) != NULL)
+		hold_free(gw, h);	/* a reused 4-tuple: start afresh */
+	if (hs->n == GW_HOLD_MAX)
+		return -1;
+	for (i = 0; i < GW_HOLD_MAX && hs->h[i].used; i++)
+		;
+	h = &hs->h[i];
+	memset(h, 0, sizeof(*h));
+	h->reasm = malloc(sizeof(*h->reasm));
+	if (h->reasm == NULL)
+		return -1;
+	if (kind == GW_INSPECT_HTTP) {
+		if ((h->http = malloc(sizeof(*h->http))) == NULL) {
+			free(h->reasm);
+			h->reasm = NULL;
+			return -1;
+		}
+		nfq_http_init(h->http);
+	}
+	h->used = true;
+	h->kind = kind == GW_INSPECT_TLS ? HOLD_TLS : HOLD_HTTP;
+	h->key = key;
+	h->t = *t;
+	h->t.l4_payload = NULL;
+	h->t.l4_len = 0;
+	h->syn = *d;
+	h->last_ms = now;
+	nfq_reasm_init(h->reasm, t->tcp_seq + 1);
+	if (gw->classifier != NULL)
+		h->cls = nfq_class_flow_new(gw->classifier);
+	b = key_hash(hs, &key);
+	h->next = hs->bucket[b];
+	hs->bucket[b] = (int)i;
+	hs->n++;
+	classify(gw, h, pkt, now);
+
+	if (t->l4_len == 0) {
+		/* a plain SYN: let the handshake happen, queue what follows */
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    GW_MARK_INSPECT) == -1)
+			log_warn("verdict");
+		return 0;
+	}
+	/* TCP Fast Open: data in the SYN is part of the first flight and
+	 * waits for the verdict like the rest */
+	if (take(gw, sb, h, pkt, t, now))
+		step(gw, sb, h, now);
+	return 0;
+}
+
+void
+gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now)
+{
+	struct gw_sandbox *sb = gw_sandbox_by_ifindex(gw, pkt->indev);
+	struct nfq_flow_key key;
+	struct hold *h;
+
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->indev;
+	key.saddr = t->saddr;
+	key.daddr = t->daddr;
+	key.sport = t->sport;
+	key.dport = t->dport;
+	key.proto = t->proto;
+	h = hold_find(gw->holds, &key);
+	if (h == NULL || sb == NULL || t->proto != IPPROTO_TCP) {
+		struct gw_decision d = { GW_DENY, GW_R_NO_INSPECTION_STATE,
+		    NULL, NULL, "" };
+
+		/* fail closed: nothing to decide this packet by */
+		if (h != NULL) {
+			h->ids[h->nids < GW_HOLD_PKTS ? h->nids++ : h->nids - 1] =
+			    pkt->id;
+			reject(gw, h);
+			hold_free(gw, h);
+		} else {
+			if (!(t->tcp_flags & (TH_RST | TH_FIN)) && t->l4_len > 0)
+				(void)gw_log_flow(gw, sb, t, &d, NULL);
+			(void)nfq_queue_verdict(gw->queue, pkt->id, NF_REPEAT,
+			    true, GW_MARK_DENY);
+		}
+		return;
+	}
+	h->last_ms = now;
+	classify(gw, h, pkt, now);
+	if (t->tcp_flags & TH_RST) {
+		/* the client gives up: nothing more to decide */
+		h->ids[h->nids < GW_HOLD_PKTS ? h->nids++ : h->nids - 1] = pkt->id;
+		if (!h->logged)
+			log_hold(gw, sb, h, &h->syn, NULL, NULL);
+		reject(gw, h);
+		hold_free(gw, h);
+		return;
+	}
+	if (t->l4_len == 0 && !(t->tcp_flags & TH_FIN)) {
+		/* a bare ACK or a repeated SYN carries nothing to read */
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    GW_MARK_INSPECT) == -1)
+			log_warn("verdict");
+		return;
+	}
+	if (!take(gw, sb, h, pkt, t, now))
+		return;
+	if (t->l4_len > 0)
+		step(gw, sb, h, now);
+	if (!h->used || h->key.ifindex != key.ifindex)
+		return;		/* decided and freed by step */
+	if ((t->tcp_flags & TH_FIN) && h->nids > 0 &&
+	    h->reasm->contiguous == 0 &&
+	    (h->kind == HOLD_TLS ? !h->logged : !nfq_http_in_head(h->http))) {
+		/* the client closes with nothing undecided: let the FIN
+		 * through; a flow that never sent a byte is logged as the
+		 * SYN was decided */
+		if (!h->logged)
+			log_hold(gw, sb, h, &h->syn, NULL, NULL);
+		release(gw, h, GW_MARK_INSPECT);
+		hold_free(gw, h);
+	}
+}
+
+int
+gw_inspect_timeout(struct gw *gw, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	size_t i;
+
+	for (i = 0; i < GW_HOLD_MAX; i++) {
+		const struct hold *h = &gw->holds->h[i];
+
+		if (!h->used)
+			continue;
+		if (h->deadline != 0 && h->deadline < next)
+			next = h->deadline;
+		if (h->last_ms + GW_HOLD_IDLE_MS < next)
+			next = h->last_ms + GW_HOLD_IDLE_MS;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}
+
+void
+gw_inspect_expire(struct gw *gw, uint64_t now)
+{
+	size_t i;
+
+	for (i = 0; i < GW_HOLD_MAX; i++) {
+		struct hold *h = &gw->holds->h[i];
+		struct gw_sandbox *sb;
+
+		if (!h->used)
+			continue;
+		sb = gw_sandbox_by_ifindex(gw, h->key.ifindex);
+		if (h->deadline != 0 && h->deadline <= now && h->nids > 0) {
+			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
+			continue;
+		}
+		if (h->nids == 0 && h->last_ms + GW_HOLD_IDLE_MS <= now) {
+			/* an idle connection: forget it; its next packet
+			 * finds no state and is refused */
+			if (!h->logged && sb != NULL)
+				log_hold(gw, sb, h, &h->syn, NULL, NULL);
+			hold_free(gw, h);
+		}
+	}
+}
+
+void
+gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
+{
+	size_t i;
+
+	if (gw->holds == NULL)
+		return;
+	for (i = 0; i < GW_HOLD_MAX; i++) {
+		struct hold *h = &gw->holds->h[i];
+
+		if (h->used && h->key.ifindex == ifindex) {
+			if (h->nids > 0)
+				(void)nfq_queue_verdicts(gw->queue, h->ids,
+				    h->nids, NF_DROP, false, 0);
+			hold_free(gw, h);
+		}
+	}
+}
+
+size_t
+gw_inspect_count(const struct gw *gw)
+{
+	return gw->holds ? gw->holds->n : 0;
+}

@@ -122,7 +122,7 @@ fuzz:
 		rm -rf $(B)/fuzz/corpus_$$f && mkdir -p $(B)/fuzz && \
 		cp -R tests/fuzz/corpus_$$f $(B)/fuzz/corpus_$$f && \
 		if $(B)/fuzz_$$f -max_total_time=$(FUZZ_TIME) \
-		    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus_$$f \
+		    -artifact_prefix=$(B)/fuzz/$$f- $(B)/fuzz/corpus_$$f \
 		    >$(B)/fuzz/fuzz_$$f.log 2>&1; then \
 			echo "fuzz: $$f: $$(grep '^Done' $(B)/fuzz/fuzz_$$f.log)"; \
 		else \

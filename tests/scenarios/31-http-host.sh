@@ -1,0 +1,103 @@
+#!/bin/bash
+# 31-http-host: on port 80 every request head of a connection is read, and
+# its Host must be allowed and bound to the address; a denied request ends
+# the connection before any byte of it reaches the server.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init http-host
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test", "plain.test", "*.evil.test"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
+for n in a.test plain.test x.evil.test; do tb_in a dig +short $n >/dev/null; done
+raw() {	# raw ADDR TEXT: sends TEXT on one connection, prints what came back
+	tb_in a "$TB_PY" - "$1" "$2" <<'EOF'
+import socket, sys
+s = socket.create_connection((sys.argv[1], 80), timeout=3)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+except ConnectionResetError:
+    out += b"<reset>"
+except socket.timeout:
+    out += b"<timeout>"
+print(out.decode("latin-1").replace("\r", "").count("HTTP/1.1 200"), "reset" if b"<reset>" in out else "")
+EOF
+}
+atk_app_bytes() {
+	"$TB_PY" -c 'import json,sys
+print(sum(r.get("len", 0) for r in map(json.loads, open(sys.argv[1])) if r.get("proto") == "tcp"))' \
+	    "$TB_DIR/attacker.packets"
+}
+
+tb_assert_eq "$(tb_in a curl -s --max-time 3 http://plain.test/)" "hello from plain.test" "an allowed Host"
+tb_in a curl -s --max-time 3 -H 'Host: a.test' http://x.evil.test/ >/dev/null
+tb_assert_eq "$?" 56 "Host: a.test sent to the attacker's address: reset"
+tb_in a curl -s --max-time 3 -H 'Host: b.test' http://a.test/ >/dev/null
+tb_assert_eq "$?" 56 "Host: b.test (not allowed) to a.test's address: reset"
+tb_in a curl -s --max-time 3 http://a.test:8080/ >/dev/null
+tb_assert_eq "$?" 7 "the allowed name on another port: refused at the SYN"
+
+# keep-alive: the second request names another (allowed) host whose
+# binding is elsewhere
+out=$(tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" <<'EOF'
+import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], 80, timeout=3)
+res = []
+for host in ("a.test", "x.evil.test", "a.test"):
+    try:
+        c.request("GET", "/k", headers={"Host": host})
+        res.append(c.getresponse().read().decode().strip())
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        res.append(type(e).__name__)
+        break
+print("|".join(res))
+EOF
+)
+tb_assert_match "$out" "^hello from a.test on port 80\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
+    "keep-alive: first request served, second ends the connection"
+
+# pipelined in one segment: the second head is denied, so neither goes
+tb_assert_eq "$(raw "$TB_ADDR_HTTPS" 'GET /p1 HTTP/1.1\r\nHost: a.test\r\n\r\nGET /p2 HTTP/1.1\r\nHost: x.evil.test\r\n\r\n')" \
+    "0 reset" "pipelined: one bad head stops the whole segment"
+# a request hidden in a body is a body
+tb_assert_eq "$(raw "$TB_ADDR_HTTPS" 'POST /b HTTP/1.1\r\nHost: a.test\r\nContent-Length: 38\r\n\r\nGET /s HTTP/1.1\r\nHost: x.evil.test\r\n\r\nGET /c HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n')" \
+    "2 " "a request inside a Content-Length body is not a request"
+# malformed
+tb_assert_eq "$(raw "$TB_ADDR_HTTPS" 'GET / HTTP/1.1\r\nHost: a.test\r\nHost: x.evil.test\r\n\r\n')" "0 reset" "two Host headers"
+tb_assert_eq "$(raw "$TB_ADDR_HTTPS" 'GET http://x.evil.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n')" "0 reset" \
+    "an absolute URI naming another host"
+tb_assert_eq "$(raw "$TB_ADDR_HTTPS" 'GET / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n')" \
+    "0 reset" "Content-Length with Transfer-Encoding"
+
+sleep 0.5
+tb_assert_eq "$(atk_app_bytes)" 0 "the attacker received no application byte"
+tb_assert_eq "$(grep -c '"GET /k' "$TB_DIR/nginx.access.log")" 1 "nginx saw only the first keep-alive request"
+tb_assert_eq "$(grep -c '"GET /p[12]' "$TB_DIR/nginx.access.log")" 0 "nginx saw none of the pipelined pair"
+tb_assert_eq "$(grep -c 'x.evil.test' "$TB_DIR/nginx.access.log")" 0 "nginx never saw x.evil.test"
+tb_assert_eq "$(grep -c '"POST /b\|"GET /c' "$TB_DIR/nginx.access.log")" 2 "nginx saw the POST and the request after it"
+
+tb_wait_rows "SELECT count(*) FROM flows WHERE dst_port = 80" 11 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, ifnull(http_method, '-'), ifnull(http_host, '-'),
+    ifnull(http_path, '-') FROM flows WHERE dst_port = 80 ORDER BY id")" \
+"allow|allowed_domain|GET|plain.test|/
+deny|host_binding_mismatch|GET|a.test|/
+deny|host_not_allowed|GET|b.test|/
+allow|allowed_domain|GET|a.test|/k
+deny|host_binding_mismatch|GET|x.evil.test|/k
+allow|allowed_domain|GET|a.test|/p1
+deny|host_binding_mismatch|GET|x.evil.test|/p2
+allow|allowed_domain|POST|a.test|/b
+deny|malformed_http|-|-|-
+deny|malformed_http|-|-|-
+deny|malformed_http|-|-|-" "the rows: first request of each connection, and each denied one"
+tb_assert_eq "$(tb_sql "SELECT reason FROM flows WHERE dst_port = 8080")" "port_not_allowed" "the other port"
+tb_assert_match "$(tb_sql "SELECT app FROM flows WHERE http_host = 'plain.test'")" "HTTP" "nDPI says HTTP"
+tb_done

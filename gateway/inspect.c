@@ -39,6 +39,7 @@ struct hold {
 	struct nfq_http_stream	*http;
 	struct nfq_class_flow	*cls;
 	struct nfq_http_head	 first;		/* HTTP: the first request */
+	char			 admitted[DNS_NAME_MAX + 1];	/* its Host */
 	int			 next;		/* hash chain, -1 ends */
 };
 
@@ -193,8 +194,8 @@ bound_ok(void *arg, const char *bound)
  */
 static void
 decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
-    const char *presented, enum gw_reason not_allowed, enum gw_reason mismatch,
-    uint64_t now, struct gw_decision *d)
+    const char *presented, const char *admitted, enum gw_reason not_allowed,
+    enum gw_reason mismatch, uint64_t now, struct gw_decision *d)
 {
 	char name[DNS_NAME_MAX + 1];
 	const struct policy_domain *entry = NULL;
@@ -214,6 +215,13 @@ decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
 	}
 	bc.name = name;
 	bc.entry = entry;
+	/* an established connection keeps the name it was admitted with,
+	 * even once that binding has expired: it is no new flow */
+	if (admitted != NULL && dns_name_equal(name, admitted)) {
+		d->rule = entry->text;
+		d->domain = entry;
+		return;
+	}
 	if (!dns_bindings_find(gw->bindings, sb->slot, h->t.daddr, now, bound_ok,
 	    &bc)) {
 		d->verdict = GW_DENY;
@@ -343,7 +351,7 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		deny_hold(gw, sb, h, GW_R_NO_SNI, &hello, NULL);
 		return;
 	}
-	decide_name(gw, sb, h, hello.sni, GW_R_SNI_NOT_ALLOWED,
+	decide_name(gw, sb, h, hello.sni, NULL, GW_R_SNI_NOT_ALLOWED,
 	    GW_R_SNI_BINDING_MISMATCH, now, &d);
 	if (d.verdict != GW_ALLOW) {
 		deny_hold(gw, sb, h, d.reason, &hello, NULL);
@@ -387,7 +395,8 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 				    &head);
 			return;
 		}
-		decide_name(gw, sb, h, head.host, GW_R_HOST_NOT_ALLOWED,
+		decide_name(gw, sb, h, head.host,
+		    h->decided ? h->admitted : NULL, GW_R_HOST_NOT_ALLOWED,
 		    GW_R_HOST_BINDING_MISMATCH, now, &d);
 		if (d.verdict != GW_ALLOW) {
 			/* a later request that is denied ends the
@@ -398,6 +407,9 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		if (!h->decided) {
 			h->decided = true;
 			h->first = head;
+			if (!dns_name_normalize(head.host, strlen(head.host),
+			    h->admitted, NULL))
+				h->admitted[0] = '\0';
 			if (log_hold(gw, sb, h, &d, NULL, &head) == -1) {
 				reject(gw, h);
 				hold_free(gw, h);

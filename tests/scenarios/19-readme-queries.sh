@@ -8,8 +8,7 @@ tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
 
 cat > "$TB_DIR/enforce.json" <<EOF
-{"network": {"allowedDomains": ["plain.test"]},
- "sluice": {"allowedCidrs": ["192.0.2.10:443"]}}
+{"network": {"allowedDomains": ["plain.test", "a.test", "b.test"]}}
 EOF
 cat > "$TB_DIR/audit.json" <<EOF
 {"sluice": {"mode": "audit", "allowedCidrs": ["192.0.2.10:443"]}}
@@ -28,8 +27,11 @@ for sb in e u; do
 	tb_in $sb dig +time=2 +tries=1 nope.test >/dev/null 2>&1
 	tb_in $sb curl -s --max-time 3 http://plain.test/ >/dev/null
 	tb_in $sb curl -s --max-time 3 http://plain.test:8080/ >/dev/null
+	tb_in $sb curl -s --max-time 3 --cacert "$TB_CA" https://a.test/ >/dev/null
+	tb_in $sb curl -s --max-time 3 --cacert "$TB_CA" \
+	    --resolve "b.test:443:$TB_ADDR_HTTPS" https://b.test/ >/dev/null
 done
-tb_wait_rows "SELECT count(*) FROM flows" 14 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows" 18 >/dev/null
 
 # Pull the ```sql blocks out of the README, one query per block.
 "$TB_PY" - "$REPO/README.md" "$TB_DIR/q" <<'EOF'
@@ -47,7 +49,7 @@ for line in text:
         cur.append(line)
 EOF
 nq=$(ls "$TB_DIR"/q.*.sql 2>/dev/null | wc -l)
-tb_check "the README has at least 10 queries ($nq)" [ "$nq" -ge 10 ]
+tb_check "the README has at least 10 queries ($nq)" [ "$nq" -ge 12 ]
 for q in "$TB_DIR"/q.*.sql; do
 	title=$(head -n 1 "$q")
 	out=$(sqlite3 -batch -bail -readonly "$TB_DIR/flows.db" < "$q" 2>&1)

@@ -320,6 +320,23 @@ deny_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	hold_free(gw, h);
 }
 
+/*
+ * Adds the packet in hand to the held flight for a verdict to come. At
+ * the bound the newest held packet is dropped to make room (it gets its
+ * one verdict now), so the caller can still reset the client with this
+ * one.
+ */
+static void
+add_id(struct gw *gw, struct hold *h, uint32_t id)
+{
+	if (h->nids == GW_HOLD_PKTS) {
+		(void)nfq_queue_verdict(gw->queue, h->ids[h->nids - 1], NF_DROP,
+		    false, 0);
+		h->nids--;
+	}
+	h->ids[h->nids++] = id;
+}
+
 /* ---- TLS ----------------------------------------------------------- */
 
 static void
@@ -445,11 +462,11 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	enum nfq_reasm_result rr;
 
 	if (h->nids == GW_HOLD_PKTS) {
-		h->ids[h->nids - 1] = pkt->id;	/* so it gets the reset */
+		add_id(gw, h, pkt->id);		/* so it gets the reset */
 		deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
 		return false;
 	}
-	h->ids[h->nids++] = pkt->id;
+	add_id(gw, h, pkt->id);
 	if (t->l4_len == 0)
 		return true;
 	seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0);
@@ -569,8 +586,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 
 		/* fail closed: nothing to decide this packet by */
 		if (h != NULL) {
-			h->ids[h->nids < GW_HOLD_PKTS ? h->nids++ : h->nids - 1] =
-			    pkt->id;
+			add_id(gw, h, pkt->id);
 			reject(gw, h);
 			hold_free(gw, h);
 		} else {
@@ -585,7 +601,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	classify(gw, h, pkt, now);
 	if (t->tcp_flags & TH_RST) {
 		/* the client gives up: nothing more to decide */
-		h->ids[h->nids < GW_HOLD_PKTS ? h->nids++ : h->nids - 1] = pkt->id;
+		add_id(gw, h, pkt->id);
 		if (!h->logged)
 			log_hold(gw, sb, h, &h->syn, NULL, NULL);
 		reject(gw, h);

@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--cut-name", action="store_true",
                     help="end the first segment in the middle of the SNI")
     ap.add_argument("--raw", help="send these bytes instead (text)")
+    ap.add_argument("--truncate", type=int, default=0,
+                    help="send only the first N bytes, then wait")
     ap.add_argument("--wait", type=float, default=3.0)
     a = ap.parse_args()
 
@@ -119,6 +121,8 @@ def main():
         data = python_hello(a.sni, a.alpn)
     if a.records > 1:
         data = split_records(data, a.records)
+    if a.truncate:
+        data = data[:a.truncate]
 
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -12,7 +12,7 @@ WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
            -Wformat=2 -Wno-format-nonliteral -Werror
 CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(CPPFLAGS)
-PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto libndpi
+PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto libndpi libpcap
 LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 B       := build
 

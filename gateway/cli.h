@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -43,6 +44,10 @@ struct cli {
 /* cmd_sandbox.c, cmd_policy.c: the commands' tables. */
 extern const struct cli_command cmd_sandbox;
 extern const struct cli_command cmd_policy;
+/* cmd_log.c */
+extern const struct cli_command cmd_log;
+/* cmd_replay.c */
+extern const struct cli_command cmd_replay;
 
 /* sluice.c: shared by the actions. */
 
@@ -82,6 +87,90 @@ void cli_print_json(const json_t *json);
 /* cmd_policy.c: loads and validates a policy file; on failure prints its
  * "file:line:col: message" and returns NULL (the caller exits 1). */
 struct policy *cli_policy_load(const char *path);
+
+/* suggest.c: a policy from what a sandbox tried (`policy suggest`); pure. */
+
+/* Distinct names directly under one parent before "*.parent" is offered. */
+#define SUGGEST_WILDCARD_MIN	4
+
+/* A name the sandbox resolved (port 0) or used with TCP port. */
+struct suggest_name {
+	const char	*name;		/* as recorded: any case, trailing dot */
+	uint16_t	 port;
+};
+
+/* A TCP destination the sandbox reached with no name. */
+struct suggest_addr {
+	const char	*addr;		/* dotted-quad IPv4 */
+	uint16_t	 port;
+};
+
+struct suggestion {
+	char	 *json;		/* the policy, pretty-printed, ends in "\n" */
+	char	**warnings;	/* lines for the operator, "NAME: why" */
+	size_t	  nwarnings;
+	size_t	  ndomains;	/* allowedDomains entries written */
+	size_t	  ncidrs;	/* allowedCidrs entries written */
+};
+
+/*
+ * Turns rows into an enforcing allowlist: names normalised (case, trailing
+ * dot; invalid and non-ASCII ones left out with a warning), "name" for
+ * resolution or 443/80 and "name:port" for other ports, "*.parent" once
+ * SUGGEST_WILDCARD_MIN siblings were seen under a parent that is not
+ * shared by unrelated owners; addresses as "a.b.c.d:port". Names of paste,
+ * storage, tunnel, DoH and webhook services and non-public addresses get a
+ * warning; strict leaves them out. Returns a new suggestion (free with
+ * suggest_free()) or NULL with errno ENOMEM, or E2BIG when a list would
+ * exceed POLICY_MAX_ENTRIES. The input is only read.
+ */
+struct suggestion *suggest_policy(const struct suggest_name *names,
+    size_t nnames, const struct suggest_addr *addrs, size_t naddrs,
+    bool strict);
+
+/* NULL-safe. */
+void suggest_free(struct suggestion *s);
+
+/* cmd_log.c: the parts of `sluice log` that the unit tests reach. */
+
+struct sqlite3;
+
+/*
+ * Parses --since: a duration back from now_us ("30s", "10m", "2h", "7d":
+ * digits and one unit, or digits alone for seconds) or a UTC time
+ * "YYYY-MM-DD[THH:MM[:SS[.ffffff]]]"
+ * ('T' or a space; a trailing 'Z' is allowed after a time). Returns 0
+ * with *since_us in unix microseconds, or -1 if arg is neither, names no
+ * real date, or reaches back more than 100 years.
+ */
+int cli_log_parse_since(const char *arg, int64_t now_us, int64_t *since_us);
+
+/*
+ * The DESTINATION cell of a flow into buf (truncated to len): "ip:port",
+ * "[ip]:port" for IPv6, "ip" if port < 0; as "label (...)" when label
+ * (the flow's SNI, Host or name) is neither NULL nor empty.
+ */
+void cli_log_destination(char *buf, size_t len, const char *label,
+    const char *ip, int64_t port);
+
+/*
+ * Copies src into dst (dstlen bytes, always terminated) as a table cell:
+ * every byte that is not printable ASCII becomes '?', so one byte is one
+ * column and nothing from the log can drive the terminal; a text longer
+ * than width (0: no limit) is cut to width with '~' as its last character.
+ */
+void cli_log_cell(char *dst, size_t dstlen, const char *src, size_t width);
+
+/*
+ * Opens sluiced's database at path read-only (it never writes nor takes
+ * the write lock) and checks that it is a sluice database whose schema
+ * version this CLI reads. Returns EXIT_OK with *db (the caller
+ * sqlite3_close()s it), or with *db NULL and a message in err: EXIT_USAGE
+ * if path does not exist or is not a file, EXIT_FAILED if it cannot be
+ * read or is not such a database.
+ */
+int cli_log_open(const char *path, struct sqlite3 **db, char *err,
+    size_t errlen);
 
 /* ctl_client.c: one request/reply exchange with sluiced (ctl.h). */
 

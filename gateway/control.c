@@ -143,7 +143,7 @@ handle(struct gw *gw, json_t *req)
 		if (gw->resolver != NULL)
 			dns_resolver_stats(gw->resolver, &ds);
 		return json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
-		    "s:{s:I, s:I, s:I, s:I, s:I}, "
+		    "s:{s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
 		    "sandboxes", (json_int_t)gw->nsandboxes,
@@ -156,6 +156,7 @@ handle(struct gw *gw, json_t *req)
 		    "rejected", (json_int_t)st.rejected,
 		    "write_errors", (json_int_t)st.write_errors,
 		    "depth", (json_int_t)st.depth,
+		    "writable", store_writable(gw->store),
 		    "dns", "queries", (json_int_t)ds.queries,
 		    "answered", (json_int_t)ds.answered,
 		    "forwarded", (json_int_t)ds.forwarded,

@@ -8,6 +8,7 @@
 
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/verdict.h"
 
 /* What the policy said about one query, kept in dns_request.user until
  * the query's row is written. */
@@ -41,60 +42,12 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void
-append_addr(char *list, size_t len, const uint8_t a[4])
-{
-	size_t used = strlen(list);
-
-	if (used + 17 >= len) {
-		if (used + 4 < len && strcmp(list + used - 3, "...") != 0)
-			strcat(list, ",...");
-		return;
-	}
-	snprintf(list + used, len - used, "%s%u.%u.%u.%u", used ? "," : "",
-	    a[0], a[1], a[2], a[3]);
-}
-
-/*
- * Addresses an answer may never carry to a sandbox unless the policy's
- * CIDRs name them: otherwise an allowed name under an attacker's control
- * (or a compromised record) would point the sandbox at the gateway, the
- * host, a metadata service or the local network (DNS rebinding).
- */
-static bool
-rebinding_target(const struct gw *gw, const uint8_t a[4])
-{
-	uint32_t addr;
-
-	memcpy(&addr, a, 4);
-	if ((addr & gw->pool_mask) == gw->pool_net)
-		return true;
-	switch (a[0]) {
-	case 0: case 10: case 127:
-		return true;
-	case 100:
-		return (a[1] & 0xc0) == 64;		/* 100.64/10, CGNAT */
-	case 169:
-		return a[1] == 254;			/* link-local, metadata */
-	case 172:
-		return (a[1] & 0xf0) == 16;		/* 172.16/12 */
-	case 192:
-		return a[1] == 168 ||			/* 192.168/16 */
-		    (a[1] == 0 && a[2] == 0);		/* 192.0.0/24 */
-	case 198:
-		return a[1] == 18 || a[1] == 19;	/* 198.18/15 */
-	}
-	return a[0] >= 224;				/* multicast, reserved */
-}
-
 static enum dns_action
 dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 {
 	struct gw *gw = arg;
 	struct note *n = note_of(req);
-	const struct policy_domain *rule = NULL;
-	enum policy_name_verdict v;
-	bool allowed;
+	struct gw_dns_decision dd;
 
 	memset(n, 0, sizeof(*n));
 	n->verdict = "deny";
@@ -108,7 +61,7 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	snprintf(n->sandbox, sizeof(n->sandbox), "%s", n->sb->name);
 	snprintf(n->sha256, sizeof(n->sha256), "%s", n->sb->policy->sha256);
 	/* a query that cannot be logged is not answered either */
-	if (!store_has_room(gw->store, 2)) {
+	if (!store_has_room(gw->store, 2) || !store_writable(gw->store)) {
 		n->reason = "log_unavailable";
 		*rcode = DNS_R_SERVFAIL;
 		return DNS_ANSWER;
@@ -117,50 +70,16 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 		n->reason = "malformed";
 		return DNS_ANSWER;		/* FORMERR */
 	}
-	v = req->name_ok ? policy_match_name(n->sb->policy, req->name, -1, &rule) :
-	    POLICY_NAME_NOT_ALLOWED;
-	allowed = v == POLICY_NAME_ALLOWED;
-	if (rule != NULL)
-		snprintf(n->rule, sizeof(n->rule), "%s", rule->text);
-	if (!allowed) {
-		n->reason = v == POLICY_NAME_DENIED ? "denied_domain" :
-		    "not_allowlisted";
-		/* audit mode resolves it anyway, and says what enforce would
-		 * have done; a name that is no host name is never sent on */
-		if (n->sb->policy->mode != POLICY_AUDIT || !req->name_ok) {
-			*rcode = DNS_R_NXDOMAIN;
-			return DNS_ANSWER;
-		}
-		n->verdict = "audit";
-	} else {
-		n->verdict = "allow";
-		n->reason = "allowed_domain";
-	}
-	if (req->q.qclass != 1) {		/* IN only */
-		n->reason = "type_not_allowed";
-		*rcode = DNS_R_REFUSED;
-		return DNS_ANSWER;
-	}
-	switch (req->q.qtype) {
-	case DNS_T_A:
+	gw_dns_decide(n->sb->policy, req->name, req->name_ok, req->q.qtype,
+	    req->q.qclass, &dd);
+	n->verdict = dd.verdict;
+	n->reason = dd.reason;
+	if (dd.rule != NULL)
+		snprintf(n->rule, sizeof(n->rule), "%s", dd.rule);
+	if (dd.action == GW_DNS_FORWARD)
 		return DNS_FORWARD;
-	case DNS_T_AAAA:
-		/* no IPv6 for sandboxes: an empty answer makes clients use
-		 * IPv4 at once instead of waiting */
-		n->reason = "no_ipv6";
-		*rcode = DNS_R_NOERROR;
-		return DNS_ANSWER;
-	case DNS_T_HTTPS:
-	case DNS_T_SVCB:
-		/* these carry ECH keys and alternative endpoints */
-		n->reason = "no_svcb";
-		*rcode = DNS_R_NOERROR;
-		return DNS_ANSWER;
-	default:
-		n->reason = "type_not_allowed";
-		*rcode = DNS_R_REFUSED;
-		return DNS_ANSWER;
-	}
+	*rcode = dd.rcode;
+	return DNS_ANSWER;
 }
 
 static void
@@ -169,10 +88,14 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 {
 	struct gw *gw = arg;
 	struct note *n = note_of(req);
-	const char *owner = req->name;	/* the chain followed so far */
-	uint64_t now = now_ms();
-	size_t i, kept = 0;
-	bool limited = false;
+	struct gw_dns_limits lim = {
+		.ttl_min = gw->cfg.dns_ttl_min,
+		.ttl_max = gw->cfg.dns_ttl_max,
+		.grace = gw->cfg.dns_grace,
+		.pool_net = gw->pool_net,
+		.pool_mask = gw->pool_mask,
+	};
+	bool limited;
 
 	if (r == NULL) {
 		n->reason = "upstream_failed";
@@ -181,44 +104,9 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 	}
 	if (*rcode != DNS_R_NOERROR && *rcode != DNS_R_NXDOMAIN)
 		*rcode = DNS_R_SERVFAIL;
-	for (i = 0; i < r->nrr; i++) {
-		struct dns_rr *rr = &r->rr[i];
-		uint32_t ttl = rr->ttl, addr;
-
-		/* only records on the chain from the name asked count */
-		if (!dns_name_equal(rr->name, owner) &&
-		    !dns_name_equal(rr->name, req->name))
-			continue;
-		if (ttl > gw->cfg.dns_ttl_max)
-			ttl = gw->cfg.dns_ttl_max;
-		rr->ttl = ttl;
-		if (rr->type == DNS_T_CNAME) {
-			r->rr[kept++] = *rr;
-			owner = r->rr[kept - 1].data.cname;
-			continue;
-		}
-		if (rr->type != DNS_T_A)
-			continue;
-		memcpy(&addr, rr->data.a, 4);
-		if (rebinding_target(gw, rr->data.a) &&
-		    !policy_covers_addr(n->sb->policy, addr)) {
-			append_addr(n->stripped, sizeof(n->stripped), rr->data.a);
-			continue;
-		}
-		if (ttl < gw->cfg.dns_ttl_min)
-			ttl = gw->cfg.dns_ttl_min;
-		/* the binding is in place before the answer leaves: bound
-		 * for the name the sandbox asked, whatever the chain */
-		if (dns_bindings_add(gw->bindings, n->slot, addr, req->name, now,
-		    now + ((uint64_t)ttl + gw->cfg.dns_grace) * 1000) == -1) {
-			append_addr(n->stripped, sizeof(n->stripped), rr->data.a);
-			limited = true;
-			continue;
-		}
-		append_addr(n->answers, sizeof(n->answers), rr->data.a);
-		r->rr[kept++] = *rr;
-	}
-	r->nrr = kept;
+	limited = gw_dns_filter(n->sb->policy, gw->bindings, n->slot, &lim,
+	    req->name, r, now_ms(), n->answers, sizeof(n->answers), n->stripped,
+	    sizeof(n->stripped));
 	if (limited && n->answers[0] == '\0') {
 		/* fail closed: nothing could be bound */
 		n->reason = "binding_limit";

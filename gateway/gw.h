@@ -75,6 +75,7 @@ struct gw_config {
 	unsigned	 dns_ttl_min;	/* seconds a binding lasts at least */
 	unsigned	 dns_ttl_max;	/* ... at most (answers' TTLs are capped too) */
 	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
+	unsigned	 retain_days;	/* 0: keep every row */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
@@ -114,6 +115,8 @@ struct gw {
 	struct dns_bindings	*bindings;
 	struct gw_holds		*holds;
 	struct nfq_classifier	*classifier;
+	struct nfq_ct		*ct;		/* conntrack destroy events */
+	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
 };

@@ -172,64 +172,30 @@ classify(struct gw *gw, struct hold *h, const struct nfq_packet *pkt,
 
 /* ---- decisions ------------------------------------------------------- */
 
-struct bound_check {
-	const char			*name;	/* the SNI or Host, normalised */
-	const struct policy_domain	*entry;	/* the entry admitting it */
-};
-
-static bool
-bound_ok(void *arg, const char *bound)
-{
-	const struct bound_check *bc = arg;
-
-	/* the address must be bound to this very name, or to one the same
-	 * allowlist entry covers (several names of one CDN entry) */
-	return dns_name_equal(bound, bc->name) ||
-	    dns_name_match(bound, bc->entry->name, bc->entry->wildcard);
-}
-
 /*
- * Decides a name presented in the first flight (SNI or Host) for the flow:
- * allowed on this port, and the destination bound to it for this sandbox.
+ * Decides a name presented in the first flight (SNI or Host) for the
+ * flow, with the same code replay uses (verdict.c). A flow that could not
+ * be logged is not let through.
  */
 static void
 decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
     const char *presented, const char *admitted, enum gw_reason not_allowed,
     enum gw_reason mismatch, uint64_t now, struct gw_decision *d)
 {
-	char name[DNS_NAME_MAX + 1];
-	const struct policy_domain *entry = NULL;
-	struct bound_check bc;
+	struct gw_decide_ctx ctx = {
+		.policy = sb->policy,
+		.bindings = gw->bindings,
+		.sandbox_id = sb->slot,
+		.now_ms = now,
+	};
 
-	d->verdict = GW_ALLOW;
-	d->reason = GW_R_ALLOWED_DOMAIN;
-	d->rule = NULL;
-	d->domain = NULL;
 	snprintf(d->name, sizeof(d->name), "%s", h->syn.name);
-	if (!dns_name_normalize(presented, strlen(presented), name, NULL) ||
-	    policy_match_name(sb->policy, name, h->t.dport, &entry) !=
-	    POLICY_NAME_ALLOWED) {
+	gw_decide_name(&ctx, h->t.daddr, h->t.dport, presented, admitted,
+	    not_allowed, mismatch, d);
+	if (d->verdict == GW_ALLOW && !store_writable(gw->store)) {
 		d->verdict = GW_DENY;
-		d->reason = not_allowed;
-		return;
+		d->reason = GW_R_LOG_UNAVAILABLE;
 	}
-	bc.name = name;
-	bc.entry = entry;
-	/* an established connection keeps the name it was admitted with,
-	 * even once that binding has expired: it is no new flow */
-	if (admitted != NULL && dns_name_equal(name, admitted)) {
-		d->rule = entry->text;
-		d->domain = entry;
-		return;
-	}
-	if (!dns_bindings_find(gw->bindings, sb->slot, h->t.daddr, now, bound_ok,
-	    &bc)) {
-		d->verdict = GW_DENY;
-		d->reason = mismatch;
-		return;
-	}
-	d->rule = entry->text;
-	d->domain = entry;
 }
 
 /* Audit mode lets a would-be denial through, as everywhere. */
@@ -289,6 +255,7 @@ release(struct gw *gw, struct hold *h, uint32_t mark)
 static void
 reject(struct gw *gw, struct hold *h)
 {
+	log_debug("reject flow to port %u: %zu held", h->t.dport, h->nids);
 	if (h->nids == 0)
 		return;
 	if (h->nids > 1 && nfq_queue_verdicts(gw->queue, h->ids, h->nids - 1,
@@ -360,16 +327,21 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	case NFQ_TLS_OK:
 		break;
 	}
-	if (hello.ech) {
-		deny_hold(gw, sb, h, GW_R_ECH, &hello, NULL);
-		return;
+	{
+		struct gw_decide_ctx ctx = {
+			.policy = sb->policy,
+			.bindings = gw->bindings,
+			.sandbox_id = sb->slot,
+			.now_ms = now,
+		};
+
+		snprintf(d.name, sizeof(d.name), "%s", h->syn.name);
+		gw_decide_hello(&ctx, h->t.daddr, h->t.dport, &hello, &d);
+		if (d.verdict == GW_ALLOW && !store_writable(gw->store)) {
+			d.verdict = GW_DENY;
+			d.reason = GW_R_LOG_UNAVAILABLE;
+		}
 	}
-	if (!hello.has_sni) {
-		deny_hold(gw, sb, h, GW_R_NO_SNI, &hello, NULL);
-		return;
-	}
-	decide_name(gw, sb, h, hello.sni, NULL, GW_R_SNI_NOT_ALLOWED,
-	    GW_R_SNI_BINDING_MISMATCH, now, &d);
 	if (d.verdict != GW_ALLOW) {
 		deny_hold(gw, sb, h, d.reason, &hello, NULL);
 		return;
@@ -404,12 +376,10 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		if (st == NFQ_HTTP_MALFORMED) {
 			log_debug("%s: malformed HTTP: %s", sb->name,
 			    error ? error : "?");
-			if (!h->decided)
-				deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
-				    NULL);
-			else
-				deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
-				    &head);
+			/* the row names the connection's first request, if
+			 * any: the broken one has no head to show */
+			deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
+			    h->decided ? &h->first : NULL);
 			return;
 		}
 		decide_name(gw, sb, h, head.host,
@@ -580,11 +550,22 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	key.dport = t->dport;
 	key.proto = t->proto;
 	h = hold_find(gw->holds, &key);
+	if (h == NULL && sb != NULL && t->proto == IPPROTO_TCP &&
+	    t->l4_len == 0) {
+		/* no bytes: the ACKs and FIN that end a connection whose
+		 * state is already gone carry nothing to inspect */
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    GW_MARK_INSPECT) == -1)
+			log_warn("verdict");
+		return;
+	}
 	if (h == NULL || sb == NULL || t->proto != IPPROTO_TCP) {
 		struct gw_decision d = { GW_DENY, GW_R_NO_INSPECTION_STATE,
 		    NULL, NULL, "" };
 
 		/* fail closed: nothing to decide this packet by */
+		log_debug("no inspection state: flags 0x%x len %zu", t->tcp_flags,
+		    t->l4_len);
 		if (h != NULL) {
 			add_id(gw, h, pkt->id);
 			reject(gw, h);

@@ -39,6 +39,8 @@ static const struct cli_command cmd_help = {
 static const struct cli_command *const commands[] = {
 	&cmd_sandbox,
 	&cmd_policy,
+	&cmd_log,
+	&cmd_replay,
 	&cmd_status,
 	&cmd_help,
 };

@@ -82,6 +82,11 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	if (sb == NULL) {
 		d.verdict = GW_DENY;
 		d.reason = GW_R_UNKNOWN_SANDBOX;
+	} else if (!store_writable(gw->store)) {
+		/* the database cannot be written: nothing new passes until
+		 * it can (the denial itself is queued and lands later) */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_LOG_UNAVAILABLE;
 	} else {
 		struct gw_decide_ctx ctx = {
 			.policy = sb->policy,
@@ -131,12 +136,68 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
 }
 
+/* A connection ended: its row gets the counters. */
+static void
+on_ct_end(void *arg, const struct nfq_ct_end *e)
+{
+	struct gw *gw = arg;
+	struct store_flow_end fe;
+	struct in_addr a;
+	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
+
+	/* only the sandboxes' connections have rows (not the resolver's
+	 * own queries upstream) */
+	if ((e->saddr & gw->pool_mask) != gw->pool_net)
+		return;
+	memset(&fe, 0, sizeof(fe));
+	fe.ts_us = store_now_us();
+	fe.proto = nfq_proto_name(e->proto);
+	a.s_addr = e->saddr;
+	inet_ntop(AF_INET, &a, fe.src_ip, sizeof(fe.src_ip));
+	a.s_addr = e->daddr;
+	inet_ntop(AF_INET, &a, fe.dst_ip, sizeof(fe.dst_ip));
+	fe.src_port = ports ? e->sport : -1;
+	fe.dst_port = ports ? e->dport : -1;
+	fe.bytes_out = e->bytes_orig;
+	fe.packets_out = e->packets_orig;
+	fe.bytes_in = e->bytes_reply;
+	fe.packets_in = e->packets_reply;
+	fe.end_state = nfq_ct_end_state(e);
+	if (store_put_flow_end(gw->store, &fe) == -1)
+		gw->denied_unlogged++;
+}
+
+/* Says it once when the database stops or starts being writable. */
+static void
+store_watch(struct gw *gw)
+{
+	bool ok = store_writable(gw->store);
+
+	if (ok == gw->store_ok)
+		return;
+	gw->store_ok = ok;
+	if (ok)
+		log_info("%s: writable again: new flows are decided as usual",
+		    gw->cfg.db);
+	else
+		log_warnx("%s: cannot be written: new flows are denied "
+		    "(log_unavailable) until it can", gw->cfg.db);
+}
+
 static int
 open_queue(struct gw *gw, char *err, size_t errlen)
 {
 	/* The queue belongs to the namespace the socket is made in. */
 	if (gw_netns_enter(gw->gw_nsfd) == -1)
 		fatal("setns %s", gw->cfg.netns);
+	/*
+	 * Flow accounting first: the kernel gives a connection a destroy
+	 * event only if someone listened when it was created. Without it
+	 * rows lack byte counts, nothing more.
+	 */
+	if ((gw->ct = nfq_ct_open(err, errlen)) == NULL)
+		log_warnx("conntrack events: %s (flows are logged without "
+		    "byte counts)", err);
 	gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
 	    gw->cfg.queue_maxlen, err, errlen);
 	if (gw_netns_enter(gw->home_nsfd) == -1)
@@ -194,6 +255,7 @@ int
 main(int argc, char **argv)
 {
 	struct gw gw;
+	struct store_opts sopts = { 0 };
 	char err[1024];
 	sigset_t sigs;
 	int sfd, rc;
@@ -235,8 +297,10 @@ main(int argc, char **argv)
 	if ((sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
 		fatal("signalfd");
 
-	if ((gw.store = store_open(gw.cfg.db, NULL, err, sizeof(err))) == NULL)
+	sopts.retain_days = gw.cfg.retain_days;
+	if ((gw.store = store_open(gw.cfg.db, &sopts, err, sizeof(err))) == NULL)
 		fatalx("%s", err);
+	gw.store_ok = true;
 	if (gw_gateway_setup(&gw, err, sizeof(err)) == -1)
 		fatalx("gateway %s: %s", gw.cfg.netns, err);
 	if (gw_ruleset_apply(&gw, err, sizeof(err)) == -1)
@@ -256,25 +320,28 @@ main(int argc, char **argv)
 		fatalx("resolver: %s", err);
 	if (gw_inspect_init(&gw) == -1)
 		fatalx("out of memory");
+
 	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s, "
 	    "%zu upstream resolvers", gw.cfg.netns, gw.cfg.queue_num,
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
 
 	while (running) {
-		struct pollfd pfd[3 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX];
+		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX];
 		size_t ndns;
 		int timeout, itimeout;
 
 		pfd[0] = (struct pollfd){ .fd = nfq_queue_fd(gw.queue), .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = gw.ctl_fd, .events = POLLIN };
 		pfd[2] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		ndns = dns_resolver_pollfds(gw.resolver, pfd + 3,
-		    sizeof(pfd) / sizeof(pfd[0]) - 3);
+		pfd[3] = (struct pollfd){ .fd = gw.ct ? nfq_ct_fd(gw.ct) : -1,
+		    .events = POLLIN };
+		ndns = dns_resolver_pollfds(gw.resolver, pfd + 4,
+		    sizeof(pfd) / sizeof(pfd[0]) - 4);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
 		itimeout = gw_inspect_timeout(&gw, now_ms());
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
 			timeout = itimeout;
-		if (poll(pfd, 3 + ndns, timeout) == -1) {
+		if (poll(pfd, 4 + ndns, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -283,8 +350,11 @@ main(int argc, char **argv)
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
-		dns_resolver_process(gw.resolver, pfd + 3, ndns, now_ms());
+		dns_resolver_process(gw.resolver, pfd + 4, ndns, now_ms());
 		gw_inspect_expire(&gw, now_ms());
+		if (pfd[3].revents & POLLIN)
+			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
+		store_watch(&gw);
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw);
 		if (pfd[2].revents & POLLIN) {
@@ -302,6 +372,7 @@ main(int argc, char **argv)
 	}
 
 	gw_control_close(&gw);
+	nfq_ct_close(gw.ct);
 	gw_inspect_free(&gw);
 	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);

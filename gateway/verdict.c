@@ -195,3 +195,224 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 		deny(ctx, GW_R_NOT_ALLOWLISTED, out);
 	}
 }
+
+/* ---- names presented in the first flight ------------------------------ */
+
+struct bound_check {
+	const char			*name;	/* presented, normalised */
+	const struct policy_domain	*entry;	/* the entry admitting it */
+};
+
+static bool
+bound_ok(void *arg, const char *bound)
+{
+	const struct bound_check *bc = arg;
+
+	/* the address must be bound to this very name, or to one the same
+	 * allowlist entry covers (several names of one CDN entry) */
+	return dns_name_equal(bound, bc->name) ||
+	    dns_name_match(bound, bc->entry->name, bc->entry->wildcard);
+}
+
+void
+gw_decide_name(const struct gw_decide_ctx *ctx, uint32_t daddr, uint16_t port,
+    const char *presented, const char *admitted, enum gw_reason not_allowed,
+    enum gw_reason mismatch, struct gw_decision *out)
+{
+	char name[DNS_NAME_MAX + 1];
+	const struct policy_domain *entry = NULL;
+	struct bound_check bc;
+
+	out->verdict = GW_DENY;
+	out->rule = NULL;
+	out->domain = NULL;
+	if (!dns_name_normalize(presented, strlen(presented), name, NULL) ||
+	    policy_match_name(ctx->policy, name, port, &entry) !=
+	    POLICY_NAME_ALLOWED) {
+		out->reason = not_allowed;
+		return;
+	}
+	bc.name = name;
+	bc.entry = entry;
+	/* an established connection keeps the name it was admitted with,
+	 * even once that binding has expired: it is no new flow */
+	if ((admitted == NULL || !dns_name_equal(name, admitted)) &&
+	    (ctx->bindings == NULL || !dns_bindings_find(ctx->bindings,
+	    ctx->sandbox_id, daddr, ctx->now_ms, bound_ok, &bc))) {
+		out->reason = mismatch;
+		return;
+	}
+	out->verdict = GW_ALLOW;
+	out->reason = GW_R_ALLOWED_DOMAIN;
+	out->rule = entry->text;
+	out->domain = entry;
+}
+
+void
+gw_decide_hello(const struct gw_decide_ctx *ctx, uint32_t daddr, uint16_t port,
+    const struct nfq_tls_hello *hello, struct gw_decision *out)
+{
+	out->verdict = GW_DENY;
+	out->rule = NULL;
+	out->domain = NULL;
+	if (hello->ech)
+		out->reason = GW_R_ECH;
+	else if (!hello->has_sni)
+		out->reason = GW_R_NO_SNI;
+	else
+		gw_decide_name(ctx, daddr, port, hello->sni, NULL,
+		    GW_R_SNI_NOT_ALLOWED, GW_R_SNI_BINDING_MISMATCH, out);
+}
+
+/* ---- DNS ------------------------------------------------------------- */
+
+void
+gw_dns_decide(const struct policy *policy, const char *name, bool name_ok,
+    uint16_t qtype, uint16_t qclass, struct gw_dns_decision *out)
+{
+	const struct policy_domain *rule = NULL;
+	enum policy_name_verdict v;
+
+	v = name_ok ? policy_match_name(policy, name, -1, &rule) :
+	    POLICY_NAME_NOT_ALLOWED;
+	out->rule = rule ? rule->text : NULL;
+	out->action = GW_DNS_ANSWER;
+	if (v != POLICY_NAME_ALLOWED) {
+		out->verdict = "deny";
+		out->reason = v == POLICY_NAME_DENIED ? "denied_domain" :
+		    "not_allowlisted";
+		out->rcode = DNS_R_NXDOMAIN;
+		/* audit mode resolves it anyway and says what enforce would
+		 * have done; a name that is no host name is never sent on */
+		if (policy->mode != POLICY_AUDIT || !name_ok)
+			return;
+		out->verdict = "audit";
+	} else {
+		out->verdict = "allow";
+		out->reason = "allowed_domain";
+	}
+	if (qclass != 1) {			/* IN only */
+		out->reason = "type_not_allowed";
+		out->rcode = DNS_R_REFUSED;
+		return;
+	}
+	switch (qtype) {
+	case DNS_T_A:
+		out->action = GW_DNS_FORWARD;
+		return;
+	case DNS_T_AAAA:
+		/* no IPv6 for sandboxes: an empty answer makes clients use
+		 * IPv4 at once instead of waiting */
+		out->reason = "no_ipv6";
+		out->rcode = DNS_R_NOERROR;
+		return;
+	case DNS_T_HTTPS:
+	case DNS_T_SVCB:
+		/* these carry ECH keys and alternative endpoints */
+		out->reason = "no_svcb";
+		out->rcode = DNS_R_NOERROR;
+		return;
+	default:
+		out->reason = "type_not_allowed";
+		out->rcode = DNS_R_REFUSED;
+		return;
+	}
+}
+
+static void
+append_addr(char *list, size_t len, const uint8_t a[4])
+{
+	size_t used = strlen(list);
+
+	if (used + 17 >= len) {
+		if (used + 5 < len && (used < 3 || strcmp(list + used - 3, "...") != 0))
+			strcat(list, ",...");
+		return;
+	}
+	snprintf(list + used, len - used, "%s%u.%u.%u.%u", used ? "," : "",
+	    a[0], a[1], a[2], a[3]);
+}
+
+/*
+ * Addresses an answer may never carry to a sandbox unless the policy's
+ * CIDRs name them: otherwise an allowed name under an attacker's control
+ * (or a compromised record) would point the sandbox at the gateway, the
+ * host, a metadata service or the local network (DNS rebinding).
+ */
+static bool
+rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
+{
+	uint32_t addr;
+
+	memcpy(&addr, a, 4);
+	if ((addr & lim->pool_mask) == lim->pool_net)
+		return true;
+	switch (a[0]) {
+	case 0: case 10: case 127:
+		return true;
+	case 100:
+		return (a[1] & 0xc0) == 64;		/* 100.64/10, CGNAT */
+	case 169:
+		return a[1] == 254;			/* link-local, metadata */
+	case 172:
+		return (a[1] & 0xf0) == 16;		/* 172.16/12 */
+	case 192:
+		return a[1] == 168 ||			/* 192.168/16 */
+		    (a[1] == 0 && a[2] == 0);		/* 192.0.0/24 */
+	case 198:
+		return a[1] == 18 || a[1] == 19;	/* 198.18/15 */
+	}
+	return a[0] >= 224;				/* multicast, reserved */
+}
+
+bool
+gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
+    uint32_t sandbox_id, const struct gw_dns_limits *lim, const char *name,
+    struct dns_response *r, uint64_t now_ms, char *answers, size_t alen,
+    char *stripped, size_t slen)
+{
+	const char *owner = name;	/* the chain followed so far */
+	size_t i, kept = 0;
+	bool limited = false;
+
+	answers[0] = stripped[0] = '\0';
+	for (i = 0; i < r->nrr; i++) {
+		struct dns_rr *rr = &r->rr[i];
+		uint32_t ttl = rr->ttl, addr;
+
+		/* only records on the chain from the name asked count */
+		if (!dns_name_equal(rr->name, owner) &&
+		    !dns_name_equal(rr->name, name))
+			continue;
+		if (ttl > lim->ttl_max)
+			ttl = lim->ttl_max;
+		rr->ttl = ttl;
+		if (rr->type == DNS_T_CNAME) {
+			r->rr[kept++] = *rr;
+			owner = r->rr[kept - 1].data.cname;
+			continue;
+		}
+		if (rr->type != DNS_T_A)
+			continue;
+		memcpy(&addr, rr->data.a, 4);
+		if (rebinding_target(lim, rr->data.a) &&
+		    !policy_covers_addr(policy, addr)) {
+			append_addr(stripped, slen, rr->data.a);
+			continue;
+		}
+		if (ttl < lim->ttl_min)
+			ttl = lim->ttl_min;
+		/* the binding is in place before the answer leaves: bound
+		 * for the name the sandbox asked, whatever the chain */
+		if (dns_bindings_add(b, sandbox_id, addr, name, now_ms,
+		    now_ms + ((uint64_t)ttl + lim->grace) * 1000) == -1) {
+			append_addr(stripped, slen, rr->data.a);
+			limited = true;
+			continue;
+		}
+		append_addr(answers, alen, rr->data.a);
+		r->rr[kept++] = *rr;
+	}
+	r->nrr = kept;
+	return limited;
+}

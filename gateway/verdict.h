@@ -76,6 +76,68 @@ struct gw_decide_ctx {
 void gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
     struct gw_decision *out);
 
+/*
+ * Decides a name presented in a flow's first flight (TLS SNI, HTTP Host)
+ * for the flow from ctx->sandbox to daddr:port: it must be allowed on the
+ * port, and daddr bound for this sandbox to it or to a name the same
+ * allowlist entry covers — unless it equals admitted (the name an
+ * established connection was let in with; NULL for none). Denials carry
+ * not_allowed or mismatch. Audit mode is not applied here (the caller
+ * knows whether the flow can still be let through).
+ */
+void gw_decide_name(const struct gw_decide_ctx *ctx, uint32_t daddr,
+    uint16_t port, const char *presented, const char *admitted,
+    enum gw_reason not_allowed, enum gw_reason mismatch,
+    struct gw_decision *out);
+
+/*
+ * Decides a complete ClientHello (see gw_decide_name); out->name is left
+ * as the caller set it.
+ */
+void gw_decide_hello(const struct gw_decide_ctx *ctx, uint32_t daddr,
+    uint16_t port, const struct nfq_tls_hello *hello, struct gw_decision *out);
+
+/* ---- DNS: what the resolver answers and what an answer binds ---------- */
+
+enum gw_dns_action { GW_DNS_ANSWER, GW_DNS_FORWARD };
+
+/* What the policy says about one query. */
+struct gw_dns_decision {
+	enum gw_dns_action	 action;
+	unsigned		 rcode;		/* with GW_DNS_ANSWER */
+	const char		*verdict;	/* "allow", "deny", "audit" */
+	const char		*reason;	/* the DNS vocabulary (README) */
+	const char		*rule;		/* the deciding entry, or NULL */
+};
+
+/*
+ * Decides a query for name (normalised; name_ok false if the query's name
+ * is no valid host name) of qtype/qclass under policy. Pure.
+ */
+void gw_dns_decide(const struct policy *policy, const char *name,
+    bool name_ok, uint16_t qtype, uint16_t qclass, struct gw_dns_decision *out);
+
+/* Limits for the bindings an answer makes. */
+struct gw_dns_limits {
+	unsigned	ttl_min, ttl_max, grace;	/* seconds */
+	uint32_t	pool_net, pool_mask;		/* network order */
+};
+
+/*
+ * Filters an upstream answer to the query for name in place and binds its
+ * addresses for sandbox_id (dns_bindings_add), as the resolver does before
+ * releasing it: only the CNAME chain from name and its A records are kept;
+ * rebinding targets (private, loopback, link-local, ... and the pool) are
+ * stripped unless the policy's CIDRs cover them; TTLs are capped at
+ * ttl_max; an address that cannot be bound is stripped. Kept and stripped
+ * addresses are listed comma-separated in answers/stripped. Returns true
+ * if some address had to be stripped for want of room in the bindings.
+ */
+bool gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
+    uint32_t sandbox_id, const struct gw_dns_limits *lim, const char *name,
+    struct dns_response *r, uint64_t now_ms, char *answers, size_t alen,
+    char *stripped, size_t slen);
+
 /* "allow", "deny", "audit". */
 const char *gw_verdict_name(enum gw_verdict v);
 /* "allowed_cidr", "not_allowlisted", ... (static strings). */

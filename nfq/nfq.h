@@ -328,4 +328,67 @@ void nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
 const char *nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,
     char *buf, size_t len);
 
+/* ---- conntrack destroy events (ct.c): flow accounting ------------------ */
+
+/* A connection conntrack forgot, with its counters (nf_conntrack_acct). */
+struct nfq_ct_end {
+	uint8_t		 proto;		/* IPPROTO_* */
+	uint32_t	 saddr;		/* original tuple, network order */
+	uint32_t	 daddr;
+	uint16_t	 sport;		/* host order; 0 without ports */
+	uint16_t	 dport;
+	uint64_t	 packets_orig, bytes_orig;	/* client -> server */
+	uint64_t	 packets_reply, bytes_reply;
+	uint32_t	 mark;		/* the connection mark */
+	uint8_t		 tcp_state;	/* TCP_CONNTRACK_*, 0 if none/unknown */
+};
+
+struct nfq_ct;
+
+/*
+ * Listens for conntrack destroy events in the caller's network namespace
+ * (ctnetlink over libmnl, group NFNLGRP_CONNTRACK_DESTROY), non-blocking,
+ * with a large receive buffer. Needs CAP_NET_ADMIN. Open it before the
+ * traffic: with nf_conntrack_events=2 (the default) only connections
+ * created while a listener exists report their end. NULL with a message
+ * in err.
+ */
+struct nfq_ct *nfq_ct_open(char *err, size_t errlen);
+int nfq_ct_fd(const struct nfq_ct *ct);
+
+typedef void (*nfq_ct_cb)(void *arg, const struct nfq_ct_end *e);
+
+/*
+ * Reads what is pending (non-blocking, at most 64 datagrams per call) and
+ * calls cb per IPv4 destroy event; e is valid during the call only. IPv6
+ * events are skipped, damaged messages counted (nfq_ct_damaged) and
+ * skipped. Returns the number of events, or -1 with errno on a socket
+ * error; ENOBUFS (events lost by the kernel) is counted (nfq_ct_lost) and
+ * reading goes on with what was queued after the loss.
+ */
+int nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg);
+
+/* Times the kernel dropped events for want of buffer (ENOBUFS seen; how
+ * many events each time is not known). */
+uint64_t nfq_ct_lost(const struct nfq_ct *ct);
+
+/* Messages skipped unread: malformed, truncated, or not from the kernel. */
+uint64_t nfq_ct_damaged(const struct nfq_ct *ct);
+
+/*
+ * How the connection ended, from the state TCP conntrack had reached
+ * (nf_conntrack_proto_tcp.c's state table; a static string):
+ *   "closed"   TIME_WAIT: FIN both ways and the last ACK. Also FIN_WAIT,
+ *              CLOSE_WAIT and LAST_ACK: a close had begun, then the entry
+ *              timed out there (half-closed, then idle) or was deleted;
+ *   "reset"    CLOSE: only an RST leads there, from any state (a refused
+ *              connection too);
+ *   "timeout"  SYN_SENT, SYN_RECV, ESTABLISHED, SYN_SENT2: no close seen,
+ *              idle until its timeout, or deleted (conntrack -F);
+ *   "ended"    not TCP, or TCP without a known state.
+ */
+const char *nfq_ct_end_state(const struct nfq_ct_end *e);
+
+void nfq_ct_close(struct nfq_ct *ct);	/* NULL-safe */
+
 #endif

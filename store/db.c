@@ -28,15 +28,20 @@
  * version, not today's: the 1 -> 2 step runs before version 3's columns
  * exist.
  */
+#define ISO_TIME(col)							\
+	"strftime('%Y-%m-%dT%H:%M:%fZ', " col " / 1000000.0, 'unixepoch')"
 #define FLOW_LOG_HEAD							\
-	"CREATE VIEW flow_log AS SELECT id,"				\
-	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"	\
+	"CREATE VIEW flow_log AS SELECT id, " ISO_TIME("ts")		\
 	" AS time, sandbox, proto, src_ip, src_port, dst_ip, dst_port,"	\
 	" verdict, reason, rule, policy_sha256, name"
+#define FLOW_LOG_V3_COLUMNS						\
+	", sni, tls_version, alpn, http_method, http_host, http_path, app"
 #define FLOW_LOG_VIEW_V2	FLOW_LOG_HEAD " FROM flows;"
+#define FLOW_LOG_VIEW_V3	FLOW_LOG_HEAD FLOW_LOG_V3_COLUMNS " FROM flows;"
 #define FLOW_LOG_VIEW							\
-	FLOW_LOG_HEAD ", sni, tls_version, alpn, http_method,"		\
-	" http_host, http_path, app FROM flows;"
+	FLOW_LOG_HEAD FLOW_LOG_V3_COLUMNS ", bytes_out, packets_out,"	\
+	" bytes_in, packets_in, " ISO_TIME("end_ts") " AS end_time,"	\
+	" end_state FROM flows;"
 
 /* What version 2 added besides the column flows.name. */
 #define V2_OBJECTS							\
@@ -49,8 +54,7 @@
 	" policy_sha256 TEXT) STRICT;"					\
 	"CREATE INDEX dns_queries_sandbox_ts ON dns_queries(sandbox, ts);" \
 	"CREATE INDEX dns_queries_qname ON dns_queries(qname);"		\
-	"CREATE VIEW dns_log AS SELECT id,"				\
-	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"	\
+	"CREATE VIEW dns_log AS SELECT id, " ISO_TIME("ts")		\
 	" AS time, sandbox, proto, src_ip, src_port, qname, qtype, rcode," \
 	" verdict, reason, rule, answers, stripped, policy_sha256"	\
 	" FROM dns_queries;"						\
@@ -59,6 +63,24 @@
 /* What version 3 added besides the first-flight columns of flows. */
 #define V3_OBJECTS							\
 	"CREATE INDEX flows_sni ON flows(sni);"
+
+/*
+ * What version 4 added besides the end columns of flows. flows_tuple
+ * finds the row a flow's end belongs to; the ts indexes let the retention
+ * purge find old rows without reading the tables. A lost_records row
+ * says count records of kind were refused for reason, up to ts.
+ */
+#define V4_OBJECTS							\
+	"CREATE INDEX flows_tuple ON flows(src_ip, src_port, dst_ip,"	\
+	" dst_port);"							\
+	"CREATE INDEX flows_ts ON flows(ts);"				\
+	"CREATE INDEX dns_queries_ts ON dns_queries(ts);"		\
+	"CREATE TABLE lost_records (id INTEGER PRIMARY KEY,"		\
+	" ts INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL," \
+	" reason TEXT NOT NULL) STRICT;"				\
+	"CREATE INDEX lost_records_ts ON lost_records(ts);"		\
+	"CREATE VIEW lost_log AS SELECT id, " ISO_TIME("ts")		\
+	" AS time, kind, count, reason FROM lost_records;"
 
 /* A new database, at STORE_SCHEMA_VERSION. */
 static const char schema_sql[] =
@@ -73,19 +95,23 @@ static const char schema_sql[] =
 	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
 	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT,"
 	" name TEXT, sni TEXT, tls_version TEXT, alpn TEXT, http_method TEXT,"
-	" http_host TEXT, http_path TEXT, app TEXT) STRICT;"
+	" http_host TEXT, http_path TEXT, app TEXT, bytes_out INTEGER,"
+	" packets_out INTEGER, bytes_in INTEGER, packets_in INTEGER,"
+	" end_ts INTEGER, end_state TEXT) STRICT;"
 	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
 	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
 	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
 	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
 	FLOW_LOG_VIEW
 	V2_OBJECTS
-	V3_OBJECTS;
+	V3_OBJECTS
+	V4_OBJECTS;
 
 /*
  * upgrade_sql[v - 1] takes a version v database to v + 1. ADD COLUMN
  * appends, which is where a new database has the column too; a view has
- * no ALTER, so flow_log is made again.
+ * no ALTER, so flow_log is made again. Indexes on a big old flows table
+ * take a while to build, once, inside the open's transaction.
  */
 static const char *const upgrade_sql[] = {
 	"ALTER TABLE flows ADD COLUMN name TEXT;"
@@ -101,8 +127,18 @@ static const char *const upgrade_sql[] = {
 	"ALTER TABLE flows ADD COLUMN http_path TEXT;"
 	"ALTER TABLE flows ADD COLUMN app TEXT;"
 	"DROP VIEW IF EXISTS flow_log;"
-	FLOW_LOG_VIEW
+	FLOW_LOG_VIEW_V3
 	V3_OBJECTS,
+
+	"ALTER TABLE flows ADD COLUMN bytes_out INTEGER;"
+	"ALTER TABLE flows ADD COLUMN packets_out INTEGER;"
+	"ALTER TABLE flows ADD COLUMN bytes_in INTEGER;"
+	"ALTER TABLE flows ADD COLUMN packets_in INTEGER;"
+	"ALTER TABLE flows ADD COLUMN end_ts INTEGER;"
+	"ALTER TABLE flows ADD COLUMN end_state TEXT;"
+	"DROP VIEW IF EXISTS flow_log;"
+	FLOW_LOG_VIEW
+	V4_OBJECTS,
 };
 _Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
     STORE_SCHEMA_VERSION - 1, "one upgrade per schema version");
@@ -128,6 +164,48 @@ static const char sandbox_del_sql[] =
 static const char policy_sql[] =
 	"INSERT INTO policies (sandbox, ts, sha256, text)"
 	" VALUES (?1, ?2, ?3, ?4)";
+/*
+ * The newest row of the 5-tuple still open: a tuple reused after its
+ * end starts a new row. No row (the flow predates the database, or was
+ * purged, or its record was lost) is no error. IS: a NULL port matches
+ * NULL. The search uses flows_tuple and reads the rows of one tuple.
+ */
+static const char flow_end_sql[] =
+	"UPDATE flows SET bytes_out = ?1, packets_out = ?2, bytes_in = ?3,"
+	" packets_in = ?4, end_ts = ?5, end_state = ?6 WHERE id = (SELECT id"
+	" FROM flows WHERE proto = ?7 AND src_ip = ?8 AND src_port IS ?9 AND"
+	" dst_ip = ?10 AND dst_port IS ?11 AND end_ts IS NULL ORDER BY id DESC"
+	" LIMIT 1)";
+static const char lost_sql[] =
+	"INSERT INTO lost_records (ts, kind, count, reason)"
+	" VALUES (?1, ?2, ?3, ?4)";
+/*
+ * One chunk of the retention purge: the ts indexes find the oldest rows,
+ * and the limit keeps the write lock short. Sandboxes and policies are
+ * kept: they are few and small, and they are what gives an old flow's
+ * sandbox name and policy hash a meaning.
+ */
+static const char *const purge_sql[STORE_PURGE_TABLES] = {
+	[STORE_PURGE_FLOWS] = "DELETE FROM flows WHERE id IN (SELECT id FROM"
+	    " flows WHERE ts < ?1 LIMIT ?2)",
+	[STORE_PURGE_DNS] = "DELETE FROM dns_queries WHERE id IN (SELECT id"
+	    " FROM dns_queries WHERE ts < ?1 LIMIT ?2)",
+	[STORE_PURGE_LOST] = "DELETE FROM lost_records WHERE id IN (SELECT id"
+	    " FROM lost_records WHERE ts < ?1 LIMIT ?2)",
+};
+
+static const char *const kind_names[STORE_REC_KINDS] = {
+	[STORE_REC_FLOW] = "flow",
+	[STORE_REC_DNS] = "dns",
+	[STORE_REC_SANDBOX] = "sandbox",
+	[STORE_REC_POLICY] = "policy",
+	[STORE_REC_FLOW_END] = "flow_end",
+};
+static const char *const reason_names[STORE_LOST_REASONS] = {
+	[STORE_LOST_QUEUE_FULL] = "queue_full",
+	[STORE_LOST_INVALID] = "invalid",
+	[STORE_LOST_NO_MEMORY] = "no_memory",
+};
 
 struct store_db {
 	sqlite3		*db;
@@ -139,6 +217,10 @@ struct store_db {
 	sqlite3_stmt	*sandbox_add;
 	sqlite3_stmt	*sandbox_del;
 	sqlite3_stmt	*policy;
+	sqlite3_stmt	*flow_end;
+	sqlite3_stmt	*lost;
+	sqlite3_stmt	*purge[STORE_PURGE_TABLES];
+	int		 last_rc;	/* of the last failed transaction */
 };
 
 static void __attribute__((format(printf, 4, 5)))
@@ -153,6 +235,39 @@ set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	snprintf(err, errlen, "%s: %s", path, msg);
+}
+
+/*
+ * SQLite's message, and for a damaged file what to do about it: the
+ * operator moves it aside (the log then starts over in a new file).
+ */
+static void
+db_err(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	if ((sqlite3_extended_errcode(db) & 0xff) == SQLITE_CORRUPT)
+		set_err(err, errlen, path, "%s: the file is damaged or"
+		    " truncated; move it aside with its -wal and -shm files",
+		    sqlite3_errmsg(db));
+	else
+		set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+}
+
+/*
+ * SQLite takes a file shorter than its smallest page (512 bytes) for an
+ * empty database and would write a new one over it; such a file is
+ * rather the stump of a truncated one. 0: no file, empty, or long enough.
+ */
+static int
+check_length(const char *path, char *err, size_t errlen)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) == -1 || !S_ISREG(sb.st_mode) ||
+	    sb.st_size == 0 || sb.st_size >= 512)
+		return 0;
+	set_err(err, errlen, path, "only %lld bytes long, not a database"
+	    " (truncated?)", (long long)sb.st_size);
+	return -1;
 }
 
 /* mkdir -p of path's parent; the log holds who talked to whom, hence 0750. */
@@ -211,12 +326,12 @@ set_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
 
 	rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+		db_err(db, path, err, errlen);
 		return -1;
 	}
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
-		set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+		db_err(db, path, err, errlen);
 	else if ((mode = sqlite3_column_text(st, 0)) == NULL ||
 	    strcmp((const char *)mode, "wal") != 0)
 		set_err(err, errlen, path, "journal_mode is '%s', not 'wal'",
@@ -249,7 +364,7 @@ check_version(sqlite3 *db, int64_t version, const char *path, char *err,
 		/* Version 0 with tables: some other program's database. */
 		if (query_int(db, "SELECT count(*) FROM sqlite_schema",
 		    &tables) != SQLITE_OK) {
-			set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+			db_err(db, path, err, errlen);
 			return -1;
 		}
 		if (tables > 0) {
@@ -301,7 +416,7 @@ make_schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	return 0;
 
 fail:
-	set_err(err, errlen, path, "%s", sqlite3_errmsg(db));
+	db_err(db, path, err, errlen);
 rollback:
 	if (!sqlite3_get_autocommit(db))
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -323,6 +438,11 @@ prepare(struct store_db *d)
 		{ &d->sandbox_add, sandbox_add_sql },
 		{ &d->sandbox_del, sandbox_del_sql },
 		{ &d->policy, policy_sql },
+		{ &d->flow_end, flow_end_sql },
+		{ &d->lost, lost_sql },
+		{ &d->purge[STORE_PURGE_FLOWS], purge_sql[STORE_PURGE_FLOWS] },
+		{ &d->purge[STORE_PURGE_DNS], purge_sql[STORE_PURGE_DNS] },
+		{ &d->purge[STORE_PURGE_LOST], purge_sql[STORE_PURGE_LOST] },
 	};
 	size_t i;
 
@@ -354,6 +474,8 @@ store_db_open(const char *path, char *err, size_t errlen)
 		    strerror(errno));
 		goto fail;
 	}
+	if (check_length(path, err, errlen) == -1)
+		goto fail;
 	/* The writer thread uses the connection on its own from here on. */
 	if (!sqlite3_threadsafe()) {
 		set_err(err, errlen, path, "SQLite was built without threads");
@@ -379,7 +501,7 @@ store_db_open(const char *path, char *err, size_t errlen)
 	 * here, and a newer schema is refused before anything is changed.
 	 */
 	if (query_int(d->db, "PRAGMA user_version", &version) != SQLITE_OK) {
-		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		db_err(d->db, path, err, errlen);
 		goto fail;
 	}
 	if (check_version(d->db, version, path, err, errlen) == -1)
@@ -389,13 +511,13 @@ store_db_open(const char *path, char *err, size_t errlen)
 	/* WAL + NORMAL: a power loss may lose the last commits, never corrupt. */
 	if (sqlite3_exec(d->db, "PRAGMA synchronous = NORMAL;"
 	    "PRAGMA foreign_keys = OFF", NULL, NULL, NULL) != SQLITE_OK) {
-		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		db_err(d->db, path, err, errlen);
 		goto fail;
 	}
 	if (make_schema(d->db, path, err, errlen) == -1)
 		goto fail;
 	if (prepare(d) == -1) {
-		set_err(err, errlen, path, "%s", sqlite3_errmsg(d->db));
+		db_err(d->db, path, err, errlen);
 		goto fail;
 	}
 	sqlite3_busy_timeout(d->db, WRITE_BUSY_MS);
@@ -515,45 +637,154 @@ write_policy(struct store_db *d, const struct store_policy_rec *r)
 	return step_reset(st);
 }
 
-int
-store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
-    size_t head, size_t n)
+/* Counters are 64-bit unsigned, SQLite's integers signed: saturate. */
+static void
+bind_count(sqlite3_stmt *st, int col, uint64_t v)
 {
-	const struct store_rec *r;
-	size_t i;
-	int rc = SQLITE_DONE;
+	sqlite3_bind_int64(st, col, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
 
-	/* IMMEDIATE: take the write lock now, not halfway through the batch. */
-	if (step_reset(d->begin) != SQLITE_DONE)
-		return -1;
-	for (i = 0; i < n && rc == SQLITE_DONE; i++) {
-		r = &ring[(head + i) % cap];
-		switch (r->kind) {
-		case STORE_REC_FLOW:
-			rc = write_flow(d, &r->u.flow);
-			break;
-		case STORE_REC_DNS:
-			rc = write_dns(d, &r->u.dns);
-			break;
-		case STORE_REC_SANDBOX:
-			rc = write_sandbox(d, &r->u.sandbox);
-			break;
-		case STORE_REC_POLICY:
-			rc = write_policy(d, &r->u.policy);
-			break;
+static int
+write_flow_end(struct store_db *d, const struct store_flow_end *e)
+{
+	sqlite3_stmt *st = d->flow_end;
+
+	bind_count(st, 1, e->bytes_out);
+	bind_count(st, 2, e->packets_out);
+	bind_count(st, 3, e->bytes_in);
+	bind_count(st, 4, e->packets_in);
+	sqlite3_bind_int64(st, 5, e->ts_us);
+	bind_text(st, 6, e->end_state, 0);
+	bind_text(st, 7, e->proto, 0);
+	bind_text(st, 8, e->src_ip, 0);
+	bind_port(st, 9, e->src_port);
+	bind_text(st, 10, e->dst_ip, 0);
+	bind_port(st, 11, e->dst_port);
+	return step_reset(st);
+}
+
+static int
+write_lost(struct store_db *d, const struct store_lost *lost, int64_t now_us)
+{
+	sqlite3_stmt *st = d->lost;
+	int k, r, rc = SQLITE_DONE;
+
+	if (lost == NULL)
+		return rc;
+	for (k = 0; k < STORE_REC_KINDS && rc == SQLITE_DONE; k++)
+		for (r = 0; r < STORE_LOST_REASONS && rc == SQLITE_DONE; r++) {
+			if (lost->n[k][r] == 0)
+				continue;
+			sqlite3_bind_int64(st, 1, now_us);
+			bind_text(st, 2, kind_names[k], 0);
+			bind_count(st, 3, lost->n[k][r]);
+			bind_text(st, 4, reason_names[r], 0);
+			rc = step_reset(st);
 		}
+	return rc;
+}
+
+static int
+write_rec(struct store_db *d, const struct store_rec *r)
+{
+	switch (r->kind) {
+	case STORE_REC_FLOW:
+		return write_flow(d, &r->u.flow);
+	case STORE_REC_DNS:
+		return write_dns(d, &r->u.dns);
+	case STORE_REC_SANDBOX:
+		return write_sandbox(d, &r->u.sandbox);
+	case STORE_REC_POLICY:
+		return write_policy(d, &r->u.policy);
+	case STORE_REC_FLOW_END:
+		return write_flow_end(d, &r->u.flow_end);
+	case STORE_REC_KINDS:
+		break;
 	}
-	if (rc == SQLITE_DONE && step_reset(d->commit) == SQLITE_DONE)
+	return SQLITE_MISUSE;
+}
+
+/* IMMEDIATE: take the write lock now, not halfway through the batch. */
+static int
+begin(struct store_db *d)
+{
+	int rc;
+
+	if ((rc = step_reset(d->begin)) != SQLITE_DONE)
+		d->last_rc = rc;
+	return rc;
+}
+
+/* Commits if rc says all went well, else rolls back; 0 or -1. */
+static int
+finish(struct store_db *d, int rc)
+{
+	if (rc == SQLITE_DONE && (rc = step_reset(d->commit)) == SQLITE_DONE)
 		return 0;
+	d->last_rc = rc;
 	/* SQLite rolls back by itself after some errors (FULL, IOERR...). */
 	if (!sqlite3_get_autocommit(d->db))
 		step_reset(d->rollback);
 	return -1;
 }
 
+int
+store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
+    size_t head, size_t n, const struct store_lost *lost, int64_t now_us)
+{
+	size_t i;
+	int rc;
+
+	if ((rc = begin(d)) != SQLITE_DONE)
+		return -1;
+	for (i = 0; i < n && rc == SQLITE_DONE; i++)
+		rc = write_rec(d, &ring[(head + i) % cap]);
+	if (rc == SQLITE_DONE)
+		rc = write_lost(d, lost, now_us);
+	return finish(d, rc);
+}
+
+int64_t
+store_db_purge(struct store_db *d, enum store_purge_table table,
+    int64_t cutoff_us, int limit, const struct store_lost *lost,
+    int64_t now_us)
+{
+	sqlite3_stmt *st = d->purge[table];
+	int64_t deleted = 0;
+	int rc;
+
+	if ((rc = begin(d)) != SQLITE_DONE)
+		return -1;
+	sqlite3_bind_int64(st, 1, cutoff_us);
+	sqlite3_bind_int(st, 2, limit);
+	if ((rc = step_reset(st)) == SQLITE_DONE) {
+		deleted = sqlite3_changes(d->db);
+		rc = write_lost(d, lost, now_us);
+	}
+	return finish(d, rc) == 0 ? deleted : -1;
+}
+
+void
+store_db_checkpoint(struct store_db *d)
+{
+	/* Best effort: a reader's snapshot may hold part of it back. */
+	(void)sqlite3_wal_checkpoint_v2(d->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+	    NULL, NULL);
+}
+
+bool
+store_db_broken(const struct store_db *d)
+{
+	int rc = d->last_rc & 0xff;
+
+	return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
 void
 store_db_close(struct store_db *d)
 {
+	int i;
+
 	if (d == NULL)
 		return;
 	sqlite3_finalize(d->begin);
@@ -564,6 +795,10 @@ store_db_close(struct store_db *d)
 	sqlite3_finalize(d->sandbox_add);
 	sqlite3_finalize(d->sandbox_del);
 	sqlite3_finalize(d->policy);
+	sqlite3_finalize(d->flow_end);
+	sqlite3_finalize(d->lost);
+	for (i = 0; i < STORE_PURGE_TABLES; i++)
+		sqlite3_finalize(d->purge[i]);
 	sqlite3_close(d->db);
 	free(d);
 }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,15 @@
 #define BACKOFF_FIRST_MS	100
 #define BACKOFF_MAX_MS		2000
 #define CLOSE_FLUSH_MS		2000
+
+/*
+ * Retention: a purge round starts at most this often, and deletes in
+ * chunks of PURGE_CHUNK rows, one transaction each, so the write lock is
+ * never held for long and batches go in between the chunks.
+ */
+#define PURGE_INTERVAL_MS	10000
+#define PURGE_CHUNK		1000
+#define DAY_US			(86400LL * 1000000)
 
 /*
  * The ring is allocated whole and every slot gets used as it wraps, so
@@ -27,9 +37,14 @@ _Static_assert(sizeof(struct store_rec) * STORE_QUEUE_DEFAULT <=
  * from the head in place and only drops it from the ring once committed,
  * so a failed transaction loses nothing and needs no copy to put back.
  * Producers only ever write free slots, which the writer never reads.
+ *
+ * A refused record is counted in lost, and every transaction the writer
+ * commits also writes what lost gained since the last one (lost_done)
+ * into lost_records: refusals are never silent, even across restarts.
  */
 struct store {
-	struct store_db		*db;
+	char			*path;	/* to open it again after SQLITE_CORRUPT */
+	struct store_db		*db;	/* the writer's; NULL until reopened */
 	pthread_t		 writer;
 	pthread_mutex_t		 lock;
 	pthread_cond_t		 wake;	/* writer: records, a flush, or stop */
@@ -41,8 +56,22 @@ struct store {
 	size_t			 batch_max;
 	unsigned		 flush_ms;
 	uint64_t		 flush_target;	/* write now until written >= */
+	uint64_t		 flush_lost;	/* ... and lost_persisted >= */
 	int			 stop;
 	struct store_stats	 st;	/* depth is count, filled on read */
+	struct store_lost	 lost;	/* refused, all told */
+	struct store_lost	 lost_done;	/* of those, in lost_records */
+	uint64_t		 lost_total;	/* the sum of lost */
+	atomic_bool		 writable;	/* read without the lock */
+	/* Retention. Only the writer changes these (purge_round without
+	 * the lock), but for store_set_purge_interval. */
+	int64_t			 retain_us;	/* 0: keep everything */
+	unsigned		 purge_ms;
+	struct timespec		 purge_at;	/* the next round, monotonic */
+	int			 purging;	/* a round is under way */
+	enum store_purge_table	 purge_table;	/* its next table */
+	int64_t			 purge_round;	/* rows deleted in it so far */
+	int			 batch_next;	/* records before purge chunks */
 };
 
 static void
@@ -73,11 +102,179 @@ release(struct store *s, size_t n)
 	}
 }
 
+static bool
+lost_pending(const struct store *s)
+{
+	return s->st.lost_persisted != s->lost_total;
+}
+
+/* Work for a batch: records, or refusals not yet in lost_records. */
+static bool
+has_records(const struct store *s)
+{
+	return s->count > 0 || lost_pending(s);
+}
+
 /* Something is waiting to be written right away rather than batched up. */
-static int
+static bool
 urgent(const struct store *s)
 {
-	return s->count >= s->batch_max || s->st.written < s->flush_target;
+	return s->count >= s->batch_max || s->st.written < s->flush_target ||
+	    s->st.lost_persisted < s->flush_lost;
+}
+
+static bool
+purge_due(const struct store *s)
+{
+	struct timespec now;
+
+	if (s->retain_us == 0)
+		return false;
+	if (s->purging)
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > s->purge_at.tv_sec ||
+	    (now.tv_sec == s->purge_at.tv_sec &&
+	    now.tv_nsec >= s->purge_at.tv_nsec);
+}
+
+/*
+ * Purge chunks and batches take turns. While the database fails, records
+ * go first: the purge only runs (and so is retried) on an empty queue.
+ */
+static bool
+purge_next(const struct store *s)
+{
+	return purge_due(s) && (!has_records(s) ||
+	    (!s->batch_next && atomic_load(&s->writable)));
+}
+
+/* What the next transaction writes to lost_records; lock held. */
+static void
+take_lost(const struct store *s, struct store_lost *out)
+{
+	int k, r;
+
+	for (k = 0; k < STORE_REC_KINDS; k++)
+		for (r = 0; r < STORE_LOST_REASONS; r++)
+			out->n[k][r] = s->lost.n[k][r] - s->lost_done.n[k][r];
+}
+
+/* A transaction ended; lock held. */
+static void
+settle(struct store *s, bool committed, const struct store_lost *lost)
+{
+	int k, r;
+
+	if (!committed) {
+		s->st.write_errors++;
+		atomic_store(&s->writable, false);
+		return;
+	}
+	for (k = 0; k < STORE_REC_KINDS; k++)
+		for (r = 0; r < STORE_LOST_REASONS; r++) {
+			s->lost_done.n[k][r] += lost->n[k][r];
+			s->st.lost_persisted += lost->n[k][r];
+		}
+	atomic_store(&s->writable, true);
+	pthread_cond_broadcast(&s->done);
+}
+
+/*
+ * The writer's connection, opened again when a damaged file made it drop
+ * the last one: until the operator moves the file aside or repairs it
+ * this fails, and the records wait in the ring. Writer only, unlocked.
+ */
+static struct store_db *
+writer_db(struct store *s)
+{
+	char err[256];
+
+	if (s->db == NULL)
+		s->db = store_db_open(s->path, err, sizeof(err));
+	return s->db;
+}
+
+/* Writer only, unlocked, after a failed transaction. */
+static void
+drop_if_broken(struct store *s)
+{
+	if (s->db != NULL && store_db_broken(s->db)) {
+		store_db_close(s->db);
+		s->db = NULL;
+	}
+}
+
+/* One transaction of records from the head of the ring; lock held. */
+static int
+write_batch(struct store *s)
+{
+	struct store_lost lost;
+	size_t head, n;
+	int rc = -1;
+
+	head = s->head;
+	n = s->count < s->batch_max ? s->count : s->batch_max;
+	take_lost(s, &lost);
+	pthread_mutex_unlock(&s->lock);
+	if (writer_db(s) != NULL &&
+	    (rc = store_db_write(s->db, s->ring, s->cap, head, n, &lost,
+	    store_now_us())) == -1)
+		drop_if_broken(s);
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0) {
+		release(s, n);
+		s->st.written += n;
+		s->st.batches++;
+	}
+	settle(s, rc == 0, &lost);
+	return rc;
+}
+
+/*
+ * One chunk of a purge round: up to PURGE_CHUNK rows of one table, then
+ * the same table again or the next. After the last table the WAL is
+ * checkpointed, so that it starts over from its top and does not grow;
+ * the pages freed in the database are reused by later inserts. Lock held.
+ */
+static int
+purge_step(struct store *s)
+{
+	struct store_lost lost;
+	enum store_purge_table table = s->purge_table;
+	int64_t now, deleted = -1;
+	bool last;
+
+	take_lost(s, &lost);
+	pthread_mutex_unlock(&s->lock);
+	now = store_now_us();
+	if (writer_db(s) != NULL &&
+	    (deleted = store_db_purge(s->db, table, now - s->retain_us,
+	    PURGE_CHUNK, &lost, now)) == -1)
+		drop_if_broken(s);
+	last = deleted >= 0 && deleted < PURGE_CHUNK &&
+	    table == STORE_PURGE_TABLES - 1;
+	if (deleted > 0)
+		s->purge_round += deleted;
+	if (last && s->purge_round > 0)
+		store_db_checkpoint(s->db);
+	pthread_mutex_lock(&s->lock);
+	settle(s, deleted >= 0, &lost);
+	if (deleted == -1)
+		return -1;
+	s->st.purged += (uint64_t)deleted;
+	s->batch_next = 1;
+	if (last) {
+		s->purging = 0;
+		s->purge_table = 0;
+		s->purge_round = 0;
+		deadline_after(&s->purge_at, s->purge_ms);
+	} else {
+		s->purging = 1;
+		if (deleted < PURGE_CHUNK)
+			s->purge_table = table + 1;
+	}
+	return 0;
 }
 
 static void *
@@ -86,44 +283,46 @@ writer_main(void *arg)
 	struct store *s = arg;
 	struct timespec until;
 	unsigned backoff = 0;
-	size_t head, n;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		while (!s->stop && s->count == 0)
-			pthread_cond_wait(&s->wake, &s->lock);
-		/* A partial batch waits up to flush_ms for company. */
-		if (!s->stop && !urgent(s)) {
-			deadline_after(&until, s->flush_ms);
-			while (!s->stop && !urgent(s) &&
-			    pthread_cond_timedwait(&s->wake, &s->lock,
-			    &until) != ETIMEDOUT)
-				;
+		while (!s->stop && !has_records(s) && !purge_due(s)) {
+			if (s->retain_us > 0)
+				pthread_cond_timedwait(&s->wake, &s->lock,
+				    &s->purge_at);
+			else
+				pthread_cond_wait(&s->wake, &s->lock);
 		}
 		if (s->stop)
 			break;
-
-		head = s->head;
-		n = s->count < s->batch_max ? s->count : s->batch_max;
-		pthread_mutex_unlock(&s->lock);
-		rc = store_db_write(s->db, s->ring, s->cap, head, n);
-		pthread_mutex_lock(&s->lock);
-
+		if (purge_next(s))
+			rc = purge_step(s);
+		else {
+			/* A partial batch waits up to flush_ms for company. */
+			if (!urgent(s)) {
+				deadline_after(&until, s->flush_ms);
+				while (!s->stop && !urgent(s) &&
+				    pthread_cond_timedwait(&s->wake, &s->lock,
+				    &until) != ETIMEDOUT)
+					;
+				if (s->stop)
+					break;
+			}
+			rc = write_batch(s);
+			s->batch_next = 0;
+		}
 		if (rc == 0) {
-			release(s, n);
-			s->st.written += n;
-			s->st.batches++;
 			backoff = 0;
-			pthread_cond_broadcast(&s->done);
 			continue;
 		}
 		/*
-		 * Locked, full, read-only, I/O error: keep the batch and try
-		 * again later. Meanwhile the queue fills and producers are
-		 * refused, which is what makes the gateway fail closed.
+		 * Locked, full, read-only, I/O error, damaged: keep the batch
+		 * and try again later; store_writable() says false until a
+		 * transaction commits. Meanwhile the queue fills and producers
+		 * are refused (and counted), which is what makes the gateway
+		 * fail closed.
 		 */
-		s->st.write_errors++;
 		backoff = backoff == 0 ? BACKOFF_FIRST_MS :
 		    backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 		deadline_after(&until, backoff);
@@ -145,6 +344,7 @@ store_free(struct store *s)
 		free(s->ring);
 	}
 	store_db_close(s->db);
+	free(s->path);
 	pthread_cond_destroy(&s->done);
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->lock);
@@ -194,6 +394,14 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 		s->batch_max = s->cap;
 	s->flush_ms = opts && opts->flush_ms ? opts->flush_ms :
 	    STORE_FLUSH_MS_DEFAULT;
+	if (opts != NULL && opts->retain_days > 0)
+		s->retain_us = opts->retain_days > INT64_MAX / DAY_US ?
+		    INT64_MAX / DAY_US * DAY_US : opts->retain_days * DAY_US;
+	s->purge_ms = PURGE_INTERVAL_MS;
+	/* The first round as soon as the writer is idle: the daemon may
+	 * have been down for a while. */
+	clock_gettime(CLOCK_MONOTONIC, &s->purge_at);
+	atomic_init(&s->writable, true);
 
 	/* Timed waits on CLOCK_MONOTONIC: the wall clock may jump. */
 	pthread_mutex_init(&s->lock, NULL);
@@ -205,6 +413,10 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 
 	if ((s->db = store_db_open(path, err, errlen)) == NULL)
 		goto fail;
+	if ((s->path = strdup(path)) == NULL) {
+		open_err(err, errlen, path, errno);
+		goto fail;
+	}
 	if ((s->ring = calloc(s->cap, sizeof(*s->ring))) == NULL) {
 		open_err(err, errlen, path, errno);
 		goto fail;
@@ -220,6 +432,34 @@ fail:
 	return NULL;
 }
 
+/*
+ * Counts a refused record for lost_records; lock held. A writer idle on
+ * an empty queue is woken: it has a row to write.
+ */
+static void
+count_lost(struct store *s, enum store_rec_kind kind,
+    enum store_lost_reason why)
+{
+	s->lost.n[kind][why]++;
+	s->lost_total++;
+	if (s->count == 0)
+		pthread_cond_signal(&s->wake);
+}
+
+/* Refuses a record with errno e; counted when there is a store to count. */
+static int
+refuse(struct store *s, enum store_rec_kind kind, enum store_lost_reason why,
+    int e)
+{
+	if (s != NULL) {
+		pthread_mutex_lock(&s->lock);
+		count_lost(s, kind, why);
+		pthread_mutex_unlock(&s->lock);
+	}
+	errno = e;
+	return -1;
+}
+
 /* Copies r into the ring; on -1 the caller still owns what r points to. */
 static int
 enqueue(struct store *s, const struct store_rec *r)
@@ -227,6 +467,7 @@ enqueue(struct store *s, const struct store_rec *r)
 	pthread_mutex_lock(&s->lock);
 	if (s->count == s->cap) {
 		s->st.rejected++;
+		count_lost(s, r->kind, STORE_LOST_QUEUE_FULL);
 		pthread_mutex_unlock(&s->lock);
 		errno = ENOBUFS;
 		return -1;
@@ -299,10 +540,8 @@ store_put_flow(struct store *s, const struct store_flow *f)
 	    !fits(f->http_method, sizeof(f->http_method)) ||
 	    !fits(f->http_host, sizeof(f->http_host)) ||
 	    !fits(f->http_path, sizeof(f->http_path)) ||
-	    !fits(f->app, sizeof(f->app))) {
-		errno = EINVAL;
-		return -1;
-	}
+	    !fits(f->app, sizeof(f->app)))
+		return refuse(s, STORE_REC_FLOW, STORE_LOST_INVALID, EINVAL);
 	r.kind = STORE_REC_FLOW;
 	r.u.flow = *f;
 	r.u.flow.verdict = verdict;
@@ -326,13 +565,29 @@ store_put_dns(struct store *s, const struct store_dns *d)
 	    !fits(d->rule, sizeof(d->rule)) ||
 	    !fits(d->answers, sizeof(d->answers)) ||
 	    !fits(d->stripped, sizeof(d->stripped)) ||
-	    !fits(d->policy_sha256, sizeof(d->policy_sha256))) {
-		errno = EINVAL;
-		return -1;
-	}
+	    !fits(d->policy_sha256, sizeof(d->policy_sha256)))
+		return refuse(s, STORE_REC_DNS, STORE_LOST_INVALID, EINVAL);
 	r.kind = STORE_REC_DNS;
 	r.u.dns = *d;
 	r.u.dns.verdict = verdict;
+	return enqueue(s, &r);
+}
+
+int
+store_put_flow_end(struct store *s, const struct store_flow_end *e)
+{
+	struct store_rec r;
+
+	if (s == NULL || e == NULL || e->proto == NULL ||
+	    e->end_state == NULL ||
+	    e->src_port < -1 || e->src_port > 65535 ||
+	    e->dst_port < -1 || e->dst_port > 65535 ||
+	    !fits(e->src_ip, sizeof(e->src_ip)) ||
+	    !fits(e->dst_ip, sizeof(e->dst_ip)))
+		return refuse(s, STORE_REC_FLOW_END, STORE_LOST_INVALID,
+		    EINVAL);
+	r.kind = STORE_REC_FLOW_END;
+	r.u.flow_end = *e;
 	return enqueue(s, &r);
 }
 
@@ -349,18 +604,14 @@ store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
 	    copy_str(r.u.sandbox.name, sizeof(r.u.sandbox.name), name) == -1 ||
 	    copy_str(r.u.sandbox.ifname, sizeof(r.u.sandbox.ifname),
 	    ifname) == -1 ||
-	    copy_str(r.u.sandbox.addr, sizeof(r.u.sandbox.addr), addr) == -1) {
-		errno = EINVAL;
-		return -1;
-	}
+	    copy_str(r.u.sandbox.addr, sizeof(r.u.sandbox.addr), addr) == -1)
+		return refuse(s, STORE_REC_SANDBOX, STORE_LOST_INVALID, EINVAL);
 	if (strcmp(event, "add") == 0)
 		r.u.sandbox.deleted = 0;
 	else if (strcmp(event, "del") == 0)
 		r.u.sandbox.deleted = 1;
-	else {
-		errno = EINVAL;
-		return -1;
-	}
+	else
+		return refuse(s, STORE_REC_SANDBOX, STORE_LOST_INVALID, EINVAL);
 	return enqueue(s, &r);
 }
 
@@ -377,19 +628,24 @@ store_put_policy(struct store *s, int64_t ts_us, const char *sandbox,
 	    copy_str(r.u.policy.sandbox, sizeof(r.u.policy.sandbox),
 	    sandbox) == -1 ||
 	    copy_str(r.u.policy.sha256, sizeof(r.u.policy.sha256),
-	    sha256) == -1) {
-		errno = EINVAL;
-		return -1;
-	}
+	    sha256) == -1)
+		return refuse(s, STORE_REC_POLICY, STORE_LOST_INVALID, EINVAL);
 	/* Allocated outside the lock; the ring slot owns it once queued. */
 	if ((r.u.policy.text = strdup(text)) == NULL)
-		return -1;
+		return refuse(s, STORE_REC_POLICY, STORE_LOST_NO_MEMORY,
+		    ENOMEM);
 	if (enqueue(s, &r) == -1) {
 		free(r.u.policy.text);
 		errno = ENOBUFS;
 		return -1;
 	}
 	return 0;
+}
+
+bool
+store_writable(struct store *s)
+{
+	return s != NULL && atomic_load(&s->writable);
 }
 
 bool
@@ -422,7 +678,7 @@ int
 store_flush(struct store *s, unsigned timeout_ms)
 {
 	struct timespec until;
-	uint64_t target;
+	uint64_t target, lost;
 	int ret = 0;
 
 	if (s == NULL) {
@@ -432,17 +688,21 @@ store_flush(struct store *s, unsigned timeout_ms)
 	deadline_after(&until, timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	/* Records are written in order, so "written" reaching the count
-	 * queued so far means all of those are in. */
+	 * queued so far means all of those are in; so for refusals. */
 	target = s->st.queued;
-	if (s->flush_target < target) {
-		s->flush_target = target;
+	lost = s->lost_total;
+	if (s->flush_target < target || s->flush_lost < lost) {
+		if (s->flush_target < target)
+			s->flush_target = target;
+		if (s->flush_lost < lost)
+			s->flush_lost = lost;
 		pthread_cond_signal(&s->wake);
 	}
-	while (s->st.written < target)
+	while (s->st.written < target || s->st.lost_persisted < lost)
 		if (pthread_cond_timedwait(&s->done, &s->lock, &until) ==
 		    ETIMEDOUT)
 			break;
-	if (s->st.written < target) {
+	if (s->st.written < target || s->st.lost_persisted < lost) {
 		errno = ETIMEDOUT;
 		ret = -1;
 	}
@@ -462,6 +722,16 @@ store_close(struct store *s)
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->writer, NULL);
 	store_free(s);
+}
+
+void
+store_set_purge_interval(struct store *s, unsigned ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->purge_ms = ms;
+	deadline_after(&s->purge_at, ms);
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
 }
 
 int64_t

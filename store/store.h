@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION	3
+#define STORE_SCHEMA_VERSION	4
 /* Records waiting for the writer. A slot fits the largest record
  * (store_flow, about 1.6 KiB), so the default ring is about 25 MiB. */
 #define STORE_QUEUE_DEFAULT	16384
@@ -62,15 +62,40 @@ struct store_stats {
 	uint64_t	queued;		/* accepted by store_put_* */
 	uint64_t	written;	/* committed to the database */
 	uint64_t	rejected;	/* refused by store_put_* (queue full) */
-	uint64_t	write_errors;	/* failed transactions (retried) */
+	uint64_t	write_errors;	/* failed transactions, or attempts to
+					 * reopen a damaged file (retried) */
 	uint64_t	batches;
 	size_t		depth;		/* records waiting now */
+	uint64_t	lost_persisted;	/* refusals (any reason) counted in
+					 * lost_records so far */
+	uint64_t	purged;		/* rows deleted by retention */
 };
 
 struct store_opts {
 	size_t		queue_cap;	/* 0: STORE_QUEUE_DEFAULT */
 	size_t		batch_max;	/* 0: STORE_BATCH_DEFAULT */
 	unsigned	flush_ms;	/* 0: STORE_FLUSH_MS_DEFAULT */
+	unsigned	retain_days;	/* 0: keep everything; else rows older
+					 * than this are purged, in small
+					 * batches, by the writer */
+};
+
+/* A flow ended (conntrack destroyed its entry): the newest row of that
+ * 5-tuple (as the sandbox sent it, before NAT) that has no end yet gets
+ * its counters, end time and state. */
+struct store_flow_end {
+	int64_t		ts_us;		/* when it ended */
+	const char	*proto;		/* static: "tcp", "udp", "icmp" */
+	char		src_ip[46];
+	int		src_port;	/* -1: none */
+	char		dst_ip[46];
+	int		dst_port;
+	uint64_t	bytes_out;	/* original direction: sandbox -> world */
+	uint64_t	packets_out;
+	uint64_t	bytes_in;	/* reply direction */
+	uint64_t	packets_in;
+	const char	*end_state;	/* static: "closed", "reset", "timeout",
+					 * "time_wait", ... */
 };
 
 /*
@@ -85,9 +110,25 @@ struct store *store_open(const char *path, const struct store_opts *opts,
 /*
  * Queue a record for the writer. Never blocks on the disk: the only wait
  * is a short mutex hold. Return 0, or -1 with errno = ENOBUFS when the
- * queue is full (the caller must then fail closed) or ENOMEM.
+ * queue is full (the caller must then fail closed), EINVAL for a bad
+ * record, or ENOMEM. Every refusal is counted, by kind and reason, and
+ * the counts are written to the table lost_records with the next batch.
  */
 int store_put_flow(struct store *s, const struct store_flow *f);
+
+/* Queue a flow's end; as store_put_flow. */
+int store_put_flow_end(struct store *s, const struct store_flow_end *e);
+
+/*
+ * false while the database cannot be written (the last transaction failed:
+ * disk full, read-only, locked, corrupt) until a later one succeeds; true
+ * from store_open on. The writer retries by itself. The gateway denies new
+ * flows meanwhile (log_unavailable); what it queues is written once the
+ * fault clears. A damaged file (SQLITE_CORRUPT, SQLITE_NOTADB) is closed
+ * and the path opened again on each retry: once the operator moves it
+ * aside (with its -wal and -shm), a new database is made there.
+ */
+bool store_writable(struct store *s);
 
 /* Queue a DNS query record; as store_put_flow. */
 int store_put_dns(struct store *s, const struct store_dns *d);

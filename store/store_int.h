@@ -2,16 +2,41 @@
 #ifndef SLUICE_STORE_INT_H
 #define SLUICE_STORE_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
 
+/* Also the kind column of lost_records, by db.c's table of names. */
 enum store_rec_kind {
 	STORE_REC_FLOW,
 	STORE_REC_DNS,
 	STORE_REC_SANDBOX,
 	STORE_REC_POLICY,
+	STORE_REC_FLOW_END,
+	STORE_REC_KINDS
+};
+
+/* Why store_put_* refused a record: the reason column of lost_records. */
+enum store_lost_reason {
+	STORE_LOST_QUEUE_FULL,	/* ENOBUFS */
+	STORE_LOST_INVALID,	/* EINVAL: the caller's record was bad */
+	STORE_LOST_NO_MEMORY,	/* ENOMEM: a policy's text not copied */
+	STORE_LOST_REASONS
+};
+
+/* Refused records not yet counted in lost_records, by kind and reason. */
+struct store_lost {
+	uint64_t	n[STORE_REC_KINDS][STORE_LOST_REASONS];
+};
+
+/* The tables the retention purge deletes from, in this order. */
+enum store_purge_table {
+	STORE_PURGE_FLOWS,
+	STORE_PURGE_DNS,
+	STORE_PURGE_LOST,
+	STORE_PURGE_TABLES
 };
 
 struct store_sandbox_rec {
@@ -40,6 +65,7 @@ struct store_rec {
 		struct store_dns	 dns;
 		struct store_sandbox_rec sandbox;
 		struct store_policy_rec	 policy;
+		struct store_flow_end	 flow_end;
 	} u;
 };
 
@@ -54,14 +80,38 @@ struct store_db;
 struct store_db *store_db_open(const char *path, char *err, size_t errlen);
 
 /*
- * Writes n records, ring[(head + i) % cap], in one transaction. 0 when
- * committed; -1 when rolled back (the records are untouched and may be
- * written again).
+ * Writes n records, ring[(head + i) % cap] (n may be 0), and one
+ * lost_records row stamped now_us for each nonzero count in lost, in one
+ * transaction. 0 when committed; -1 when rolled back (the records are
+ * untouched and may be written again).
  */
 int store_db_write(struct store_db *d, const struct store_rec *ring,
-    size_t cap, size_t head, size_t n);
+    size_t cap, size_t head, size_t n, const struct store_lost *lost,
+    int64_t now_us);
+
+/*
+ * Deletes up to limit rows older than cutoff_us (ts < cutoff_us) from one
+ * table and writes lost as store_db_write does, in one transaction.
+ * Returns the number of rows deleted, or -1 when rolled back.
+ */
+int64_t store_db_purge(struct store_db *d, enum store_purge_table table,
+    int64_t cutoff_us, int limit, const struct store_lost *lost,
+    int64_t now_us);
+
+/* PRAGMA wal_checkpoint(PASSIVE): lets the WAL start over from its top. */
+void store_db_checkpoint(struct store_db *d);
+
+/*
+ * true when the last failure says the file itself is bad (SQLITE_CORRUPT,
+ * SQLITE_NOTADB): the connection's cache may hide it, so the writer closes
+ * it and opens the path again, which also picks up a replaced file.
+ */
+bool store_db_broken(const struct store_db *d);
 
 /* NULL-safe. */
 void store_db_close(struct store_db *d);
+
+/* For tests: the interval between purge rounds (PURGE_INTERVAL_MS). */
+void store_set_purge_interval(struct store *s, unsigned ms);
 
 #endif

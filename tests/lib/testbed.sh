@@ -37,6 +37,7 @@ TB_UPLINK_ADDR=198.51.100.2/30
 TB_UPLINK_PEER_ADDR=198.51.100.1/30
 TB_POOL=10.213.0.0/16
 TB_ATK_PORT=10999		# every port on the attacker is redirected here
+TB_BIG_BYTES=1048576		# http://plain.test/big.bin
 TB_DNS_TTL=${TB_DNS_TTL:-60}
 TB_WAIT_S=${TB_WAIT_S:-5}	# how long a service may take to answer
 export REPO SLUICED SLUICE TB_PY TB_ADDR_HTTPS TB_ADDR_PLAIN TB_ADDR_DB \
@@ -190,7 +191,8 @@ _tb_make_tls() {
 
 _tb_nginx_conf() {
 	local t=$TB_DIR/tls
-	mkdir -p "$TB_DIR/nginx/tmp"
+	mkdir -p "$TB_DIR/nginx/tmp" "$TB_DIR/www"
+	head -c "$TB_BIG_BYTES" /dev/urandom > "$TB_DIR/www/big.bin"
 	cat > "$TB_DIR/nginx/nginx.conf" <<EOF
 daemon off;
 master_process on;
@@ -240,6 +242,8 @@ http {
 		listen $TB_ADDR_PLAIN:80 default_server;
 		server_name _;
 		location / { return 200 "hello from plain.test\n"; }
+		# exactly TB_BIG_BYTES, for byte accounting
+		location = /big.bin { alias $TB_DIR/www/big.bin; }
 	}
 }
 EOF

@@ -1,5 +1,9 @@
 /* test_store.c: the audit log against real SQLite files in a scratch directory. */
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+
+#include <linux/fs.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +22,7 @@
 #include <cmocka.h>
 
 #include "store/store.h"
+#include "store/store_int.h"	/* store_set_purge_interval */
 
 /* Version 1's schema exactly as sluice wrote it (8ffc39d:store/db.c). */
 static const char v1_schema_sql[] =
@@ -77,13 +82,67 @@ static const char v2_schema_sql[] =
 	" FROM dns_queries;"
 	"CREATE INDEX flows_name ON flows(name);";
 
+/* Version 3's schema exactly as sluice wrote it (561aa1c:store/db.c). */
+static const char v3_schema_sql[] =
+	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	" deleted_us INTEGER) STRICT;"
+	"CREATE TABLE policies (id INTEGER PRIMARY KEY, sandbox TEXT NOT NULL,"
+	" ts INTEGER NOT NULL, sha256 TEXT NOT NULL, text TEXT NOT NULL) STRICT;"
+	"CREATE TABLE flows (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL,"
+	" sandbox TEXT, proto TEXT NOT NULL, src_ip TEXT NOT NULL,"
+	" src_port INTEGER, dst_ip TEXT NOT NULL, dst_port INTEGER,"
+	" verdict TEXT NOT NULL CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, policy_sha256 TEXT,"
+	" name TEXT, sni TEXT, tls_version TEXT, alpn TEXT, http_method TEXT,"
+	" http_host TEXT, http_path TEXT, app TEXT) STRICT;"
+	"CREATE INDEX flows_sandbox_ts ON flows(sandbox, ts);"
+	"CREATE INDEX flows_verdict_ts ON flows(verdict, ts);"
+	"CREATE INDEX flows_dst ON flows(dst_ip, dst_port);"
+	"CREATE INDEX policies_sandbox ON policies(sandbox, ts);"
+	"CREATE VIEW flow_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"
+	" AS time, sandbox, proto, src_ip, src_port, dst_ip, dst_port,"
+	" verdict, reason, rule, policy_sha256, name, sni, tls_version, alpn,"
+	" http_method, http_host, http_path, app FROM flows;"
+	"CREATE TABLE dns_queries (id INTEGER PRIMARY KEY,"
+	" ts INTEGER NOT NULL, sandbox TEXT, proto TEXT NOT NULL,"
+	" src_ip TEXT NOT NULL, src_port INTEGER, qname TEXT NOT NULL,"
+	" qtype TEXT NOT NULL, rcode TEXT, verdict TEXT NOT NULL"
+	" CHECK (verdict IN ('allow','deny','audit')),"
+	" reason TEXT NOT NULL, rule TEXT, answers TEXT, stripped TEXT,"
+	" policy_sha256 TEXT) STRICT;"
+	"CREATE INDEX dns_queries_sandbox_ts ON dns_queries(sandbox, ts);"
+	"CREATE INDEX dns_queries_qname ON dns_queries(qname);"
+	"CREATE VIEW dns_log AS SELECT id,"
+	" strftime('%Y-%m-%dT%H:%M:%fZ', ts / 1000000.0, 'unixepoch')"
+	" AS time, sandbox, proto, src_ip, src_port, qname, qtype, rcode,"
+	" verdict, reason, rule, answers, stripped, policy_sha256"
+	" FROM dns_queries;"
+	"CREATE INDEX flows_name ON flows(name);"
+	"CREATE INDEX flows_sni ON flows(sni);";
+
 /* The columns of flows and flow_log from version 3 on, after name. */
 #define V3_COLUMNS \
 	"sni,tls_version,alpn,http_method,http_host,http_path,app"
+/* ... and from version 4 on, after app. */
+#define V4_FLOWS_COLUMNS \
+	",bytes_out,packets_out,bytes_in,packets_in,end_ts,end_state"
+#define V4_FLOW_LOG_COLUMNS \
+	",bytes_out,packets_out,bytes_in,packets_in,end_time,end_state"
+#define FLOWS_COLUMNS							\
+	"id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"	\
+	"reason,rule,policy_sha256,name," V3_COLUMNS V4_FLOWS_COLUMNS
+#define FLOW_LOG_COLUMNS						\
+	"id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"	\
+	"reason,rule,policy_sha256,name," V3_COLUMNS V4_FLOW_LOG_COLUMNS
+#define DAY_US	(86400LL * 1000000)
 
 struct fixture {
 	char	dir[64];
 	char	path[128];	/* dir/audit.db */
+	char	mnt[128];	/* dir/mnt, when a test mounts a tmpfs there */
+	int	mounted;
 };
 
 static int
@@ -103,12 +162,29 @@ setup(void **state)
 	return 0;
 }
 
+/* Sets or clears the immutable flag (chattr +i); -1 with errno. */
+static int
+set_immutable(const char *path, int on)
+{
+	int fd, flags, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1)
+		return -1;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+		flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+		rc = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	}
+	close(fd);
+	return rc;
+}
+
 static int
 rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
-	(void)sb;
-	(void)flag;
 	(void)ftw;
+	/* A failed read-only test may have left a file immutable. */
+	if (flag == FTW_F && S_ISREG(sb->st_mode))
+		(void)set_immutable(p, 0);
 	return remove(p);
 }
 
@@ -118,6 +194,8 @@ teardown(void **state)
 	struct fixture *fx = *state;
 	int rc;
 
+	if (fx->mounted && umount(fx->mnt) == -1)
+		(void)umount2(fx->mnt, MNT_DETACH);
 	rc = nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(fx);
 	return rc;
@@ -213,6 +291,20 @@ path_count(const char *path, const char *sql)
 
 	sqlite3_close(db);
 	return n;
+}
+
+/* lost_records summed by kind and reason: "kind:reason=n ...", or "". */
+static const char *
+lost_summary(const char *path, char *buf, size_t len)
+{
+	sqlite3 *db = peer_open(path);
+
+	query_text(db, "SELECT coalesce(group_concat(k, ' '), '') FROM"
+	    " (SELECT kind || ':' || reason || '=' || sum(count) AS k FROM"
+	    " lost_records GROUP BY kind, reason ORDER BY kind, reason)", buf,
+	    len);
+	sqlite3_close(db);
+	return buf;
 }
 
 static void
@@ -322,37 +414,48 @@ test_schema(void **state)
 	/* Two missing directory levels: both are made. */
 	snprintf(dir, sizeof(dir), "%s/var/sluice", fx->dir);
 	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	assert_false(store_writable(NULL));
 	s = open_ok(path, NULL);
+	assert_true(store_writable(s));
 	assert_int_equal(stat(dir, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0750);
 
 	db = peer_open(path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "wal");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
 	    "dns_log,dns_queries,dns_queries_qname,dns_queries_sandbox_ts,"
-	    "flow_log,flows,flows_dst,flows_name,flows_sandbox_ts,flows_sni,"
-	    "flows_verdict_ts,policies,policies_sandbox,sandboxes");
+	    "dns_queries_ts,flow_log,flows,flows_dst,flows_name,"
+	    "flows_sandbox_ts,flows_sni,flows_ts,flows_tuple,flows_verdict_ts,"
+	    "lost_log,lost_records,lost_records_ts,policies,policies_sandbox,"
+	    "sandboxes");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM pragma_table_list WHERE strict = 1"
 	    " ORDER BY name)", buf, sizeof(buf)),
-	    "dns_queries,flows,policies,sandboxes");
+	    "dns_queries,flows,lost_records,policies,sandboxes");
 
 	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
-	    "id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	    FLOWS_COLUMNS);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
-	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	    FLOW_LOG_COLUMNS);
 	assert_string_equal(query_text(db, "SELECT group_concat(name || ' ' ||"
 	    " type || ' ' || \"notnull\", ',') FROM (SELECT * FROM"
 	    " pragma_table_info('flows') WHERE cid >= 12 ORDER BY cid)", buf,
 	    sizeof(buf)), "name TEXT 0,sni TEXT 0,tls_version TEXT 0,"
 	    "alpn TEXT 0,http_method TEXT 0,http_host TEXT 0,http_path TEXT 0,"
-	    "app TEXT 0");
+	    "app TEXT 0,bytes_out INTEGER 0,packets_out INTEGER 0,"
+	    "bytes_in INTEGER 0,packets_in INTEGER 0,end_ts INTEGER 0,"
+	    "end_state TEXT 0");
+	assert_string_equal(query_text(db, "SELECT group_concat(name || ' ' ||"
+	    " type || ' ' || \"notnull\" || ' ' || pk, ',') FROM (SELECT *"
+	    " FROM pragma_table_info('lost_records') ORDER BY cid)", buf,
+	    sizeof(buf)), "id INTEGER 0 1,ts INTEGER 1 0,kind TEXT 1 0,"
+	    "count INTEGER 1 0,reason TEXT 1 0");
+	assert_string_equal(columns(db, "lost_log", buf, sizeof(buf)),
+	    "id,time,kind,count,reason");
 	assert_string_equal(columns(db, "dns_queries", buf, sizeof(buf)),
 	    "id,ts,sandbox,proto,src_ip,src_port,qname,qtype,rcode,verdict,"
 	    "reason,rule,answers,stripped,policy_sha256");
@@ -371,9 +474,12 @@ test_schema(void **state)
 	    "i.name, ',') FROM pragma_index_info(m.name) i) AS cols FROM"
 	    " sqlite_schema m WHERE m.type = 'index' AND m.name IN"
 	    " ('flows_name', 'flows_sni', 'dns_queries_sandbox_ts',"
-	    " 'dns_queries_qname') ORDER BY m.name)", buf, sizeof(buf)),
+	    " 'dns_queries_qname', 'flows_tuple', 'flows_ts', 'dns_queries_ts',"
+	    " 'lost_records_ts') ORDER BY m.name)", buf, sizeof(buf)),
 	    "dns_queries_qname:qname dns_queries_sandbox_ts:sandbox,ts"
-	    " flows_name:name flows_sni:sni");
+	    " dns_queries_ts:ts flows_name:name flows_sni:sni flows_ts:ts"
+	    " flows_tuple:src_ip,src_port,dst_ip,dst_port"
+	    " lost_records_ts:ts");
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -904,7 +1010,7 @@ test_bad_records_refused(void **state)
 	struct store_dns d;
 	struct store_stats stats;
 	struct store *s;
-	char longname[100];
+	char longname[100], buf[256];
 
 	s = open_ok(fx->path, NULL);
 	make_flow(&f, 1, 443);
@@ -1045,15 +1151,31 @@ test_bad_records_refused(void **state)
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(store_put_policy(s, 1, "a", "ab", NULL), -1);
 	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_int_equal(store_put_flow(s, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	/* No store, nothing to count them in. */
+	errno = 0;
 	assert_int_equal(store_put_flow(NULL, &f), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(store_put_sandbox(NULL, 1, "a", "add", "x", "y"), -1);
+	assert_int_equal(store_put_policy(NULL, 1, "a", "ab", "{}"), -1);
 
+	/* Refused, and each one counted, by kind. */
+	assert_int_equal(store_flush(s, 5000), 0);
 	store_stats(s, &stats);
 	assert_int_equal(stats.queued, 0);
+	assert_int_equal(stats.written, 0);
 	assert_int_equal(stats.rejected, 0);
+	assert_int_equal(stats.lost_persisted, 14 + 16 + 3 + 1);
+	assert_int_equal(stats.write_errors, 0);
 	store_close(s);
 	assert_int_equal(path_count(fx->path, "SELECT (SELECT count(*) FROM"
 	    " flows) + (SELECT count(*) FROM sandboxes) + (SELECT count(*)"
 	    " FROM dns_queries)"), 0);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "dns:invalid=16 flow:invalid=14 policy:invalid=1"
+	    " sandbox:invalid=3");
 }
 
 /* A second connection holds the write lock: the queue fills, nothing is lost. */
@@ -1068,9 +1190,11 @@ test_queue_full_then_recovers(void **state)
 	struct store_stats stats;
 	struct store *s;
 	sqlite3 *lock;
+	char buf[256];
 	int i;
 
 	s = open_ok(fx->path, &opts);
+	assert_true(store_writable(s));
 	lock = peer_open(fx->path);
 	peer_exec(lock, "BEGIN EXCLUSIVE");
 
@@ -1103,6 +1227,7 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(errno, ENOBUFS);
 
 	wait_write_error(s);
+	assert_false(store_writable(s));
 	errno = 0;
 	assert_int_equal(store_flush(s, 50), -1);
 	assert_int_equal(errno, ETIMEDOUT);
@@ -1111,17 +1236,21 @@ test_queue_full_then_recovers(void **state)
 	assert_int_equal(stats.rejected, 4);
 	assert_int_equal(stats.written, 0);
 	assert_int_equal(stats.depth, 4);
+	assert_int_equal(stats.lost_persisted, 0);
 	assert_true(stats.write_errors > 0);
+	assert_false(store_writable(s));
 
 	peer_exec(lock, "COMMIT");
 	sqlite3_close(lock);
 
 	assert_int_equal(store_flush(s, 10000), 0);
+	assert_true(store_writable(s));
 	store_stats(s, &stats);
 	assert_int_equal(stats.queued, 4);
 	assert_int_equal(stats.written, 4);
 	assert_int_equal(stats.depth, 0);
 	assert_int_equal(stats.rejected, 4);
+	assert_int_equal(stats.lost_persisted, 4);
 	assert_true(stats.write_errors > 0);
 	assert_true(store_has_room(s, 4));
 	assert_false(store_has_room(s, 5));
@@ -1143,6 +1272,9 @@ test_queue_full_then_recovers(void **state)
 	    " WHERE text = 'policy text' AND ts = 1003"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
 	    " sandboxes"), 0);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "dns:queue_full=1 flow:queue_full=1 policy:queue_full=1"
+	    " sandbox:queue_full=1");
 }
 
 /* store_close gives up on a locked database after its grace period. */
@@ -1267,7 +1399,7 @@ test_reader_does_not_block(void **state)
 	store_close(s);
 }
 
-/* A version 3 database opens as it is. */
+/* A version 4 database opens as it is. */
 static void
 test_reopen_keeps_rows(void **state)
 {
@@ -1317,7 +1449,7 @@ test_reopen_keeps_rows(void **state)
 	    " sni = 'example.com'"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT deleted_us FROM"
 	    " sandboxes WHERE name = 'task-a'"), 3);
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
 }
 
 /*
@@ -1350,13 +1482,17 @@ fresh_shape(const char *dir, char *shape, size_t shapelen, char *sql,
 	sqlite3_close(db);
 }
 
-/* The first-flight columns, from column first on, are all NULL. */
+/*
+ * The columns of versions 3 and 4, the first flight's and the end's,
+ * from column first on, are all NULL.
+ */
 static void
 expect_no_first_flight(sqlite3_stmt *st, int first)
 {
 	int i;
 
-	for (i = 0; i < 7; i++)
+	assert_int_equal(sqlite3_column_count(st), first + 7 + 6);
+	for (i = 0; i < 7 + 6; i++)
 		expect_null(st, first + i);
 }
 
@@ -1402,20 +1538,20 @@ test_upgrade_from_v1(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
-	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	    FLOW_LOG_COLUMNS);
 	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 0);
 
-	/* The old rows, untouched, with no name and no first flight. */
+	/* The old rows, untouched, with no name, first flight or end. */
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, ts, sandbox, proto,"
 	    " src_ip, src_port, dst_ip, dst_port, verdict, reason, rule,"
 	    " policy_sha256, name, sni, tls_version, alpn, http_method,"
-	    " http_host, http_path, app FROM flows ORDER BY id", -1, &st,
+	    " http_host, http_path, app, bytes_out, packets_out, bytes_in,"
+	    " packets_in, end_ts, end_state FROM flows ORDER BY id", -1, &st,
 	    NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
@@ -1480,7 +1616,7 @@ test_upgrade_from_v1(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	sqlite3_close(db);
 }
 
@@ -1534,21 +1670,19 @@ test_upgrade_from_v2(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
 	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
-	    "id,ts,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	    FLOWS_COLUMNS);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
-	    "id,time,sandbox,proto,src_ip,src_port,dst_ip,dst_port,verdict,"
-	    "reason,rule,policy_sha256,name," V3_COLUMNS);
+	    FLOW_LOG_COLUMNS);
 
 	/* The old rows, untouched, with no first flight. */
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM flows ORDER BY"
 	    " id", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_column_count(st), 20);
+	assert_int_equal(sqlite3_column_count(st), 26);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
 	expect_int(st, 1, 1700000000123456);
@@ -1581,7 +1715,7 @@ test_upgrade_from_v2(void **state)
 
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM flow_log ORDER"
 	    " BY id", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_column_count(st), 20);
+	assert_int_equal(sqlite3_column_count(st), 26);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	expect_int(st, 0, 1);
 	expect_text(st, 1, "2023-11-14T22:13:20.123Z");
@@ -1624,7 +1758,7 @@ test_upgrade_from_v2(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
 	sqlite3_close(db);
 }
 
@@ -1638,6 +1772,211 @@ expect_upgrade_error(const char *path, const char *want_msg)
 	assert_null(store_open(path, NULL, err, sizeof(err)));
 	snprintf(want, sizeof(want), "%s: %s", path, want_msg);
 	assert_string_equal(err, want);
+}
+
+/* A database as sluice version 3 left it: WAL, rows in every table. */
+static void
+make_v3(const char *path)
+{
+	sqlite3 *db = peer_open(path);
+	char buf[16];
+
+	assert_string_equal(query_text(db, "PRAGMA journal_mode = WAL", buf,
+	    sizeof(buf)), "wal");
+	peer_exec(db, "BEGIN");
+	peer_exec(db, v3_schema_sql);
+	peer_exec(db, "PRAGMA user_version = 3");
+	peer_exec(db, "INSERT INTO sandboxes (name, ifname, addr, created_us)"
+	    " VALUES ('task-a', 'sl-task-a', '10.77.0.2/30', 100)");
+	peer_exec(db, "INSERT INTO policies (sandbox, ts, sha256, text) VALUES"
+	    " ('task-a', 150, 'aa', '{}')");
+	peer_exec(db, "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port,"
+	    " dst_ip, dst_port, verdict, reason, rule, policy_sha256, name, sni,"
+	    " tls_version, alpn, http_method, http_host, http_path, app) VALUES"
+	    " (1700000000123456, 'task-a', 'tcp', '10.77.0.2', 40000,"
+	    " '192.0.2.10', 443, 'allow', 'sni_allowed', '*.example.com:443',"
+	    " 'aa', 'api.example.com', 'api.example.com', 'TLS1.3', 'h2', NULL,"
+	    " NULL, NULL, 'TLS'), (1700000001000000, NULL, 'udp', '10.77.0.6',"
+	    " 5353, '198.51.100.7', 53, 'deny', 'unknown_sandbox', NULL, NULL,"
+	    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
+	peer_exec(db, "INSERT INTO dns_queries (ts, sandbox, proto, src_ip,"
+	    " src_port, qname, qtype, rcode, verdict, reason, rule, answers,"
+	    " stripped, policy_sha256) VALUES (1700000000000000, 'task-a',"
+	    " 'udp', '10.77.0.2', 53000, 'api.example.com', 'A', 'NOERROR',"
+	    " 'allow', 'allowed_domain', '*.example.com', '192.0.2.10', NULL,"
+	    " 'aa')");
+	peer_exec(db, "COMMIT");
+	sqlite3_close(db);
+}
+
+static void
+make_end(struct store_flow_end *e, int64_t ts, const char *proto,
+    const char *src, int sport, const char *dst, int dport)
+{
+	memset(e, 0, sizeof(*e));
+	e->ts_us = ts;
+	e->proto = proto;
+	strcpy(e->src_ip, src);
+	e->src_port = sport;
+	strcpy(e->dst_ip, dst);
+	e->dst_port = dport;
+	e->bytes_out = 1000;
+	e->packets_out = 10;
+	e->bytes_in = 20000;
+	e->packets_in = 20;
+	e->end_state = "closed";
+}
+
+static void
+test_upgrade_from_v3(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow_end e;
+	struct store *s;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
+	int i;
+
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
+	make_v3(fx->path);
+	s = open_ok(fx->path, NULL);
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+	    want_sql);
+	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
+	    FLOWS_COLUMNS);
+	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
+	    FLOW_LOG_COLUMNS);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM lost_records"), 0);
+
+	/* The old rows, untouched, with no end. */
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM flows ORDER BY"
+	    " id", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_column_count(st), 26);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 1);
+	expect_int(st, 1, 1700000000123456);
+	expect_text(st, 2, "task-a");
+	expect_int(st, 5, 40000);
+	expect_text(st, 9, "sni_allowed");
+	expect_text(st, 12, "api.example.com");
+	expect_text(st, 13, "api.example.com");
+	expect_text(st, 14, "TLS1.3");
+	expect_text(st, 15, "h2");
+	expect_null(st, 16);
+	expect_text(st, 19, "TLS");
+	for (i = 20; i < 26; i++)
+		expect_null(st, i);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	expect_int(st, 0, 2);
+	expect_text(st, 3, "udp");
+	expect_no_first_flight(st, 13);
+	assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	assert_string_equal(query_text(db, "SELECT time || ' ' || sni || ' ' ||"
+	    " coalesce(end_time, 'NULL') || ' ' || coalesce(end_state, 'NULL')"
+	    " FROM flow_log WHERE id = 1", buf, sizeof(buf)),
+	    "2023-11-14T22:13:20.123Z api.example.com NULL NULL");
+	assert_string_equal(query_text(db, "SELECT id || ' ' || time || ' ' ||"
+	    " qname FROM dns_log", buf, sizeof(buf)),
+	    "1 2023-11-14T22:13:20.000Z api.example.com");
+	assert_string_equal(query_text(db, "SELECT name || ' ' || created_us"
+	    " FROM sandboxes", buf, sizeof(buf)), "task-a 100");
+	assert_string_equal(query_text(db, "SELECT sandbox || ' ' || ts ||"
+	    " ' ' || sha256 || ' ' || text FROM policies", buf, sizeof(buf)),
+	    "task-a 150 aa {}");
+	sqlite3_close(db);
+
+	/* A flow from before the upgrade gets its end. */
+	make_end(&e, 1700000002000000, "udp", "10.77.0.6", 5353,
+	    "198.51.100.7", 53);
+	e.end_state = "timeout";
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	store_close(s);
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT group_concat(id || ' ' ||"
+	    " coalesce(end_time, '-') || ' ' || coalesce(end_state, '-') ||"
+	    " ' ' || coalesce(bytes_in, '-'), ';') FROM flow_log", buf,
+	    sizeof(buf)), "1 - - -;2 2023-11-14T22:13:22.000Z timeout 20000");
+	sqlite3_close(db);
+
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	sqlite3_close(db);
+}
+
+/* Version 3 with a table by the name version 4 wants: left as it was. */
+static void
+test_upgrade_v3_is_one_transaction(void **state)
+{
+	struct fixture *fx = *state;
+	char before[8192], after[8192];
+	sqlite3 *db;
+
+	make_v3(fx->path);
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE TABLE lost_records (mine TEXT)");
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
+
+	expect_upgrade_error(fx->path, "cannot upgrade the schema from"
+	    " version 3: table lost_records already exists");
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flows') WHERE name IN ('bytes_out', 'end_ts', 'end_state')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info"
+	    "('flow_log')"), 20);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema"
+	    " WHERE name IN ('flows_tuple', 'flows_ts', 'lost_log')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+	peer_exec(db, "DROP TABLE lost_records");
+	sqlite3_close(db);
+
+	store_close(open_ok(fx->path, NULL));
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE end_ts IS NULL AND bytes_out IS NULL"), 2);
+}
+
+/* 1 -> 4 fails in its last step: all of it is undone. */
+static void
+test_upgrade_chain_to_v4_is_one_transaction(void **state)
+{
+	struct fixture *fx = *state;
+	char before[8192], after[8192];
+	sqlite3 *db;
+
+	make_v1(fx->path);
+	db = peer_open(fx->path);
+	peer_exec(db, "CREATE VIEW lost_log AS SELECT 1 AS mine");
+	schema_shape(db, before, sizeof(before));
+	sqlite3_close(db);
+
+	expect_upgrade_error(fx->path, "cannot upgrade the schema from"
+	    " version 3: view lost_log already exists");
+
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+	assert_string_equal(schema_shape(db, after, sizeof(after)), before);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema"
+	    " WHERE name IN ('dns_queries', 'flows_sni', 'lost_records')"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+	peer_exec(db, "DROP VIEW lost_log");
+	sqlite3_close(db);
+
+	store_close(open_ok(fx->path, NULL));
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE name IS NULL AND sni IS NULL AND end_ts IS NULL"), 2);
 }
 
 /* An upgrade that fails half way leaves the old version as it was. */
@@ -1671,7 +2010,7 @@ test_upgrade_is_one_transaction(void **state)
 	peer_exec(db, "DROP VIEW dns_log");
 	sqlite3_close(db);
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
 	    " WHERE name IS NULL AND sni IS NULL AND app IS NULL"), 2);
 }
@@ -1705,7 +2044,7 @@ test_upgrade_v2_is_one_transaction(void **state)
 	sqlite3_close(db);
 
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 3);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
 	    " pragma_index_info('flows_sni') WHERE name = 'sni'"), 1);
 }
@@ -1748,19 +2087,19 @@ test_newer_schema_refused(void **state)
 	sqlite3 *db;
 
 	db = peer_open(fx->path);
-	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 4");
+	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 5");
 	sqlite3_close(db);
 
 	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: database schema version 4 is newer"
-	    " than this sluice (3)", fx->path);
+	snprintf(want, sizeof(want), "%s: database schema version 5 is newer"
+	    " than this sluice (4)", fx->path);
 	assert_string_equal(err, want);
 
 	/* Refused before anything was changed. */
 	db = peer_open(fx->path);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "delete");
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
 	sqlite3_close(db);
 }
 
@@ -1885,6 +2224,896 @@ test_many_records(void **state)
 	assert_int_equal(path_count(fx->path, sql), 0);
 }
 
+/* A flow row's end: "id bytes_out packets_out bytes_in packets_in end_ts
+ * end_state", "-" for NULL. */
+static const char *
+flow_end_row(sqlite3 *db, int64_t id, char *buf, size_t len)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "SELECT id || ' ' || coalesce(bytes_out,"
+	    " '-') || ' ' || coalesce(packets_out, '-') || ' ' ||"
+	    " coalesce(bytes_in, '-') || ' ' || coalesce(packets_in, '-') ||"
+	    " ' ' || coalesce(end_ts, '-') || ' ' || coalesce(end_state, '-')"
+	    " FROM flows WHERE id = %lld", (long long)id);
+	return query_text(db, sql, buf, len);
+}
+
+static void
+test_flow_end(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_flow_end e;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *db;
+	char buf[256];
+
+	s = open_ok(fx->path, NULL);
+	/* 1, 2: one tcp 5-tuple twice; 3: the same addresses and ports in
+	 * udp; 4: icmp, no ports; 5: another source port. */
+	make_flow(&f, 1000, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 2000, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 3000, 443);
+	f.proto = "udp";
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 4000, -1);
+	f.proto = "icmp";
+	f.src_port = -1;
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 4500, 443);
+	f.src_port = 40001;
+	assert_int_equal(store_put_flow(s, &f), 0);
+
+	/* The newest open row of the tuple, then the one before it. */
+	make_end(&e, 1700000000123456, "tcp", "10.77.0.2", 40000,
+	    "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	make_end(&e, 6000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.bytes_out = 60;
+	e.packets_out = 1;
+	e.bytes_in = 0;
+	e.packets_in = 0;
+	e.end_state = "reset";
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* No open row left: nothing changes, and it is no error. */
+	make_end(&e, 7000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.end_state = "late";
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* Counters beyond SQLite's integers saturate. */
+	make_end(&e, 8000, "udp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.bytes_out = (uint64_t)1 << 40;
+	e.packets_out = UINT64_MAX;
+	e.end_state = "timeout";
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	make_end(&e, 9000, "icmp", "10.77.0.2", -1, "192.0.2.10", -1);
+	e.end_state = "timeout";
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* No such flow; and one that differs only in a port. */
+	make_end(&e, 9100, "tcp", "203.0.113.1", 40000, "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	make_end(&e, 9200, "tcp", "10.77.0.2", 40001, "192.0.2.10", 80);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* A reused tuple starts a new row, which its end closes. */
+	make_flow(&f, 10000, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_end(&e, 11000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.bytes_out = 7;
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 14);
+	assert_int_equal(stats.written, 14);
+	assert_int_equal(stats.write_errors, 0);
+	assert_int_equal(stats.lost_persisted, 0);
+
+	db = peer_open(fx->path);
+	assert_string_equal(flow_end_row(db, 1, buf, sizeof(buf)),
+	    "1 60 1 0 0 6000 reset");
+	assert_string_equal(flow_end_row(db, 2, buf, sizeof(buf)),
+	    "2 1000 10 20000 20 1700000000123456 closed");
+	assert_string_equal(flow_end_row(db, 3, buf, sizeof(buf)),
+	    "3 1099511627776 9223372036854775807 20000 20 8000 timeout");
+	assert_string_equal(flow_end_row(db, 4, buf, sizeof(buf)),
+	    "4 1000 10 20000 20 9000 timeout");
+	assert_string_equal(flow_end_row(db, 5, buf, sizeof(buf)),
+	    "5 - - - - - -");
+	assert_string_equal(flow_end_row(db, 6, buf, sizeof(buf)),
+	    "6 7 10 20000 20 11000 closed");
+	assert_string_equal(query_text(db, "SELECT end_time || ' ' || time"
+	    " FROM flow_log WHERE id = 2", buf, sizeof(buf)),
+	    "2023-11-14T22:13:20.123Z 1970-01-01T00:00:00.002Z");
+	assert_string_equal(query_text(db, "SELECT coalesce(end_time, 'NULL')"
+	    " FROM flow_log WHERE id = 5", buf, sizeof(buf)), "NULL");
+	sqlite3_close(db);
+	store_close(s);
+
+	/* A flow from before a restart gets its end too. */
+	s = open_ok(fx->path, NULL);
+	make_end(&e, 12000, "tcp", "10.77.0.2", 40001, "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	store_close(s);
+	db = peer_open(fx->path);
+	assert_string_equal(flow_end_row(db, 5, buf, sizeof(buf)),
+	    "5 1000 10 20000 20 12000 closed");
+	sqlite3_close(db);
+}
+
+static void
+test_flow_end_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow_end e;
+	struct store_stats stats;
+	struct store *s;
+	char buf[256];
+
+	s = open_ok(fx->path, NULL);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.proto = NULL;
+	errno = 0;
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	assert_int_equal(errno, EINVAL);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	e.end_state = NULL;
+	errno = 0;
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	assert_int_equal(errno, EINVAL);
+	make_end(&e, 1, "tcp", "10.77.0.2", -2, "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 65536);
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	memset(e.src_ip, 'x', sizeof(e.src_ip));
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	memset(e.dst_ip, 'x', sizeof(e.dst_ip));
+	errno = 0;
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_int_equal(store_put_flow_end(s, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	make_end(&e, 1, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
+	errno = 0;
+	assert_int_equal(store_put_flow_end(NULL, &e), -1);
+	assert_int_equal(errno, EINVAL);
+	/* The extremes are fine. */
+	make_end(&e, 1, "tcp", "10.77.0.2", 65535, "192.0.2.10", 0);
+	fill(e.src_ip, sizeof(e.src_ip), '1');
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 1);
+	assert_int_equal(stats.written, 1);
+	assert_int_equal(stats.rejected, 0);
+	assert_int_equal(stats.lost_persisted, 7);
+	store_close(s);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "flow_end:invalid=7");
+}
+
+static void
+wait_lost_persisted(struct store *s, uint64_t n)
+{
+	struct store_stats st;
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		store_stats(s, &st);
+		if (st.lost_persisted == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("lost_persisted stayed at %llu, not %llu",
+	    (unsigned long long)st.lost_persisted, (unsigned long long)n);
+}
+
+/* Refusals reach lost_records by themselves, add up, and outlive the store. */
+static void
+test_lost_records(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .flush_ms = 20 };
+	struct store_flow f;
+	struct store_dns d;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *db;
+	int64_t t0, t1;
+	char buf[256];
+
+	s = open_ok(fx->path, &opts);
+	usleep(50000);	/* the writer is asleep on an empty queue */
+	t0 = store_now_us();
+	make_flow(&f, 1, 443);
+	f.verdict = "drop";
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(store_put_flow(s, &f), -1);
+	make_dns(&d, 1);
+	d.reason = NULL;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	/* No flush: the writer wakes for them. */
+	wait_lost_persisted(s, 3);
+	t1 = store_now_us();
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 0);
+	assert_int_equal(stats.written, 0);
+	assert_int_equal(stats.batches, 1);
+
+	db = peer_open(fx->path);
+	assert_string_equal(query_text(db, "SELECT group_concat(id || ' ' ||"
+	    " kind || ' ' || count || ' ' || reason, ';') FROM (SELECT * FROM"
+	    " lost_records ORDER BY id)", buf, sizeof(buf)),
+	    "1 flow 2 invalid;2 dns 1 invalid");
+	assert_int_equal(query_int(db, "SELECT count(DISTINCT ts) FROM"
+	    " lost_records"), 1);
+	assert_true(query_int(db, "SELECT ts FROM lost_records") >= t0);
+	assert_true(query_int(db, "SELECT ts FROM lost_records") <= t1);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM lost_log WHERE"
+	    " time = strftime('%Y-%m-%dT%H:%M:%fZ', (SELECT ts FROM"
+	    " lost_records WHERE id = 1) / 1000000.0, 'unixepoch')"), 2);
+	sqlite3_close(db);
+
+	/* Later refusals are new rows; each is counted once. */
+	assert_int_equal(store_put_flow(s, &f), -1);
+	make_flow(&f, 2, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.lost_persisted, 4);
+	assert_int_equal(stats.written, 1);
+	store_close(s);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "dns:invalid=1 flow:invalid=3");
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " lost_records"), 3);
+
+	/* A restart starts counting from zero; the rows stay. */
+	s = open_ok(fx->path, &opts);
+	store_stats(s, &stats);
+	assert_int_equal(stats.lost_persisted, 0);
+	assert_int_equal(store_put_sandbox(s, 1, "x", "rename", "", ""), -1);
+	store_close(s);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "dns:invalid=1 flow:invalid=3 sandbox:invalid=1");
+
+	/* The view, for a known time. */
+	db = peer_open(fx->path);
+	peer_exec(db, "INSERT INTO lost_records (ts, kind, count, reason)"
+	    " VALUES (1700000000123456, 'policy', 5, 'queue_full')");
+	assert_string_equal(query_text(db, "SELECT time || ' ' || kind || ' ' ||"
+	    " count || ' ' || reason FROM lost_log WHERE kind = 'policy'", buf,
+	    sizeof(buf)), "2023-11-14T22:13:20.123Z policy 5 queue_full");
+	sqlite3_close(db);
+}
+
+/* The details of sql's query plan, each followed by '|'. */
+static const char *
+plan_of(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *st;
+	char q[1024];
+	size_t off = 0;
+
+	snprintf(q, sizeof(q), "EXPLAIN QUERY PLAN %s", sql);
+	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+	buf[0] = '\0';
+	while (sqlite3_step(st) == SQLITE_ROW && off < len)
+		off += (size_t)snprintf(buf + off, len - off, "%s|",
+		    (const char *)sqlite3_column_text(st, 3));
+	sqlite3_finalize(st);
+	assert_true(off < len);
+	return buf;
+}
+
+/*
+ * The statements the writer runs on big tables find their rows through
+ * an index (the SQL as in db.c).
+ */
+static void
+test_query_plans(void **state)
+{
+	struct fixture *fx = *state;
+	sqlite3 *db;
+	char buf[1024];
+
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	assert_string_equal(plan_of(db, "UPDATE flows SET bytes_out = ?1,"
+	    " packets_out = ?2, bytes_in = ?3, packets_in = ?4, end_ts = ?5,"
+	    " end_state = ?6 WHERE id = (SELECT id FROM flows WHERE proto = ?7"
+	    " AND src_ip = ?8 AND src_port IS ?9 AND dst_ip = ?10 AND dst_port"
+	    " IS ?11 AND end_ts IS NULL ORDER BY id DESC LIMIT 1)", buf,
+	    sizeof(buf)), "SEARCH flows USING INTEGER PRIMARY KEY (rowid=?)|"
+	    "SCALAR SUBQUERY 1|SEARCH flows USING INDEX flows_tuple (src_ip=?"
+	    " AND src_port=? AND dst_ip=? AND dst_port=?)|");
+	assert_string_equal(plan_of(db, "DELETE FROM flows WHERE id IN (SELECT"
+	    " id FROM flows WHERE ts < ?1 LIMIT ?2)", buf, sizeof(buf)),
+	    "SEARCH flows USING INTEGER PRIMARY KEY (rowid=?)|"
+	    "LIST SUBQUERY 1|"
+	    "SEARCH flows USING COVERING INDEX flows_ts (ts<?)|");
+	assert_string_equal(plan_of(db, "DELETE FROM dns_queries WHERE id IN"
+	    " (SELECT id FROM dns_queries WHERE ts < ?1 LIMIT ?2)", buf,
+	    sizeof(buf)),
+	    "SEARCH dns_queries USING INTEGER PRIMARY KEY (rowid=?)|"
+	    "LIST SUBQUERY 1|"
+	    "SEARCH dns_queries USING COVERING INDEX dns_queries_ts (ts<?)|");
+	assert_string_equal(plan_of(db, "DELETE FROM lost_records WHERE id IN"
+	    " (SELECT id FROM lost_records WHERE ts < ?1 LIMIT ?2)", buf,
+	    sizeof(buf)),
+	    "SEARCH lost_records USING INTEGER PRIMARY KEY (rowid=?)|"
+	    "LIST SUBQUERY 1|"
+	    "SEARCH lost_records USING COVERING INDEX lost_records_ts (ts<?)|");
+	sqlite3_close(db);
+}
+
+static void
+wait_purged(struct store *s, uint64_t n)
+{
+	struct store_stats st;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		store_stats(s, &st);
+		if (st.purged >= n)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(st.purged, n);
+}
+
+/* Rows older than retain_days go, in chunks; sandboxes and policies stay. */
+static void
+test_retention(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts keep = { .flush_ms = 5 };
+	struct store_opts retain = { .flush_ms = 5, .retain_days = 2 };
+	struct store_flow f;
+	struct store_dns d;
+	struct store_stats stats;
+	struct store *s;
+	sqlite3 *db;
+	int64_t now, old, fresh;
+	int i;
+
+	now = store_now_us();
+	old = now - 2 * DAY_US - 60000000;	/* a minute past the limit */
+	fresh = now - 2 * DAY_US + 3600000000LL;	/* an hour inside */
+
+	/* Written while nothing is purged: 2500 old flows are 3 chunks. */
+	s = open_ok(fx->path, &keep);
+	assert_int_equal(store_put_sandbox(s, old - 1, "task-a", "add",
+	    "sl-task-a", "10.77.0.2/30"), 0);
+	assert_int_equal(store_put_policy(s, old, "task-a", "aa", "{}"), 0);
+	for (i = 0; i < 2500; i++) {
+		make_flow(&f, old + i, 443);
+		while (store_put_flow(s, &f) == -1)
+			usleep(1000);
+	}
+	for (i = 0; i < 1200; i++) {
+		make_dns(&d, old - i);
+		while (store_put_dns(s, &d) == -1)
+			usleep(1000);
+	}
+	make_flow(&f, fresh, 80);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, now, 8080);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_dns(&d, fresh);
+	assert_int_equal(store_put_dns(s, &d), 0);
+	store_close(s);
+	db = peer_open(fx->path);
+	peer_exec(db, "INSERT INTO lost_records (ts, kind, count, reason)"
+	    " VALUES (1, 'flow', 3, 'queue_full')");
+	sqlite3_close(db);
+	db = peer_open(fx->path);
+	peer_exec(db, "INSERT INTO lost_records (ts, kind, count, reason)"
+	    " VALUES (strftime('%s') * 1000000, 'dns', 4, 'queue_full')");
+	sqlite3_close(db);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    2502);
+
+	/* The first round starts when the store does. */
+	s = open_ok(fx->path, &retain);
+	wait_purged(s, 2500 + 1200 + 1);
+	store_stats(s, &stats);
+	assert_int_equal(stats.write_errors, 0);
+	assert_true(store_writable(s));
+	store_close(s);
+
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 2);
+	assert_int_equal(path_count(fx->path, "SELECT sum(dst_port) FROM"
+	    " flows"), 80 + 8080);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE ts = (SELECT max(ts) FROM dns_queries)"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " lost_records WHERE kind = 'dns' AND count = 4"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " lost_records"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " sandboxes"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " policies"), 1);
+}
+
+static off_t
+file_size(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? sb.st_size : 0;
+}
+
+/* The database file and its WAL, together. */
+static off_t
+db_size(const char *path)
+{
+	char wal[256];
+
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	return file_size(path) + file_size(wal);
+}
+
+static double
+since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) +
+	    (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/*
+ * Rows that expire half a second after they are written, at a steady
+ * rate: once the purge keeps up, the file stops growing, since freed
+ * pages are reused and the WAL starts over after each round.
+ */
+static void
+test_retention_bounded(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .retain_days = 1 };
+	struct store_flow f;
+	struct store_stats stats;
+	struct store *s;
+	struct timespec t0;
+	off_t warm = 0, size, most = 0;
+	int64_t put = 0, put_warm = 0, rows;
+	int i;
+
+	s = open_ok(fx->path, &opts);
+	store_set_purge_interval(s, 100);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (since(&t0) < 5.0) {
+		for (i = 0; i < 20; i++) {
+			make_flow(&f, store_now_us() - DAY_US + 500000, 443);
+			fill(f.rule, sizeof(f.rule), 'r');
+			fill(f.sni, sizeof(f.sni), 's');
+			if (store_put_flow(s, &f) == 0)
+				put++;
+		}
+		usleep(5000);
+		size = db_size(fx->path);
+		if (warm == 0 && since(&t0) >= 2.0) {
+			warm = size;
+			put_warm = put;
+		}
+		if (warm != 0 && size > most)
+			most = size;
+	}
+	assert_int_equal(store_flush(s, 10000), 0);
+	store_stats(s, &stats);
+	store_close(s);
+
+	rows = path_count(fx->path, "SELECT count(*) FROM flows");
+	assert_int_equal(stats.write_errors, 0);
+	assert_int_equal((int64_t)stats.written, put);
+	/* Purging may go on between store_stats and store_close. */
+	assert_true(rows <= put - (int64_t)stats.purged);
+	assert_true((int64_t)stats.purged > put / 2);
+	/*
+	 * After the warm-up, rows of over 550 bytes each went in for three
+	 * seconds, several times what the file grew by, if at all.
+	 */
+	assert_true(warm > 0);
+	if (most > warm + warm / 4 || put - put_warm < 3000 ||
+	    (put - put_warm) * 550 < 4 * (most - warm))
+		fail_msg("%lld rows put, %lld after the warm-up; %lld bytes"
+		    " then, %lld at most", (long long)put,
+		    (long long)(put - put_warm), (long long)warm,
+		    (long long)most);
+}
+
+/*
+ * A fault under an open store: start provokes it, clear ends it as an
+ * operator would. new_file: the store then writes to a new database at
+ * the path (the old one was moved aside).
+ */
+struct fault {
+	struct fixture	*fx;
+	char		 path[192];	/* the database */
+	void		(*start)(struct fault *);
+	void		(*clear)(struct fault *);
+	int		 new_file;
+	sqlite3		*lock;
+	char		 filler[192];
+};
+
+/*
+ * What every fault must look like from outside: puts succeed while the
+ * ring has room and are refused (and counted) after; store_writable()
+ * says false and write_errors counts; once the fault clears, writable is
+ * true again, everything queued is written, and lost_records holds
+ * exactly the refusals.
+ */
+static void
+ride_out_fault(struct fault *ft)
+{
+	struct store_opts opts = { .queue_cap = 8, .batch_max = 4,
+	    .flush_ms = 5 };
+	struct store_flow f;
+	struct store_dns d;
+	struct store_flow_end e;
+	struct store_stats stats;
+	struct store *s;
+	char buf[512];
+	int i;
+
+	s = open_ok(ft->path, &opts);
+	make_flow(&f, 1, 443);
+	f.src_port = 39999;
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	assert_true(store_writable(s));
+
+	ft->start(ft);
+
+	for (i = 0; i < 6; i++) {
+		make_flow(&f, 100 + i, 443);
+		f.src_port = 41000 + i;
+		fill(f.rule, sizeof(f.rule), 'a' + i);
+		fill(f.http_host, sizeof(f.http_host), 'h');
+		assert_int_equal(store_put_flow(s, &f), 0);
+	}
+	make_dns(&d, 106);
+	assert_int_equal(store_put_dns(s, &d), 0);
+	make_end(&e, 107, "tcp", "10.77.0.2", 41000, "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	wait_write_error(s);
+	assert_false(store_writable(s));
+
+	make_flow(&f, 200, 443);
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, ENOBUFS);
+	make_dns(&d, 201);
+	errno = 0;
+	assert_int_equal(store_put_dns(s, &d), -1);
+	assert_int_equal(errno, ENOBUFS);
+	make_end(&e, 202, "tcp", "10.77.0.2", 41001, "192.0.2.10", 443);
+	errno = 0;
+	assert_int_equal(store_put_flow_end(s, &e), -1);
+	assert_int_equal(errno, ENOBUFS);
+	errno = 0;
+	assert_int_equal(store_put_policy(s, 203, "task-a", "cd", "{}"), -1);
+	assert_int_equal(errno, ENOBUFS);
+	f.verdict = "drop";
+	errno = 0;
+	assert_int_equal(store_put_flow(s, &f), -1);
+	assert_int_equal(errno, EINVAL);
+
+	errno = 0;
+	assert_int_equal(store_flush(s, 300), -1);
+	assert_int_equal(errno, ETIMEDOUT);
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 9);
+	assert_int_equal(stats.written, 1);
+	assert_int_equal(stats.depth, 8);
+	assert_int_equal(stats.rejected, 4);
+	assert_int_equal(stats.lost_persisted, 0);
+	assert_true(stats.write_errors >= 2);
+	assert_false(store_writable(s));
+
+	ft->clear(ft);
+
+	assert_int_equal(store_flush(s, 15000), 0);
+	assert_true(store_writable(s));
+	store_stats(s, &stats);
+	assert_int_equal(stats.queued, 9);
+	assert_int_equal(stats.written, 9);
+	assert_int_equal(stats.depth, 0);
+	assert_int_equal(stats.rejected, 4);
+	assert_int_equal(stats.lost_persisted, 5);
+	store_close(s);
+
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM flows"),
+	    ft->new_file ? 6 : 7);
+	assert_int_equal(path_count(ft->path, "SELECT sum(ts) FROM flows"
+	    " WHERE ts >= 100"), 100 + 101 + 102 + 103 + 104 + 105);
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM flows"
+	    " WHERE ts >= 100 AND length(rule) = 299"), 6);
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE ts = 106"), 1);
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM"
+	    " dns_queries"), 1);
+	assert_int_equal(path_count(ft->path, "SELECT end_ts FROM flows WHERE"
+	    " src_port = 41000"), 107);
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM flows"
+	    " WHERE end_ts IS NOT NULL"), 1);
+	assert_int_equal(path_count(ft->path, "SELECT count(*) FROM"
+	    " policies"), 0);
+	assert_string_equal(lost_summary(ft->path, buf, sizeof(buf)),
+	    "dns:queue_full=1 flow:invalid=1 flow:queue_full=1"
+	    " flow_end:queue_full=1 policy:queue_full=1");
+}
+
+static void
+lock_start(struct fault *ft)
+{
+	ft->lock = peer_open(ft->path);
+	peer_exec(ft->lock, "BEGIN EXCLUSIVE");
+}
+
+static void
+lock_clear(struct fault *ft)
+{
+	peer_exec(ft->lock, "COMMIT");
+	sqlite3_close(ft->lock);
+	ft->lock = NULL;
+}
+
+/* Another connection holds the write lock. */
+static void
+test_fault_locked(void **state)
+{
+	struct fault ft = { .fx = *state, .start = lock_start,
+	    .clear = lock_clear };
+
+	snprintf(ft.path, sizeof(ft.path), "%s", ft.fx->path);
+	ride_out_fault(&ft);
+}
+
+/*
+ * Whether the file system refuses writes to an immutable file through
+ * a descriptor opened before (ext4 does; tmpfs does not); skips if not.
+ */
+static void
+need_immutable(const char *dir)
+{
+	char probe[256];
+	int fd, refused;
+
+	snprintf(probe, sizeof(probe), "%s/probe", dir);
+	fd = open(probe, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	if (set_immutable(probe, 1) == -1) {
+		print_message("skipped: chattr +i: %s\n", strerror(errno));
+		close(fd);
+		unlink(probe);
+		skip();
+	}
+	refused = pwrite(fd, "x", 1, 0) == -1;
+	assert_int_equal(set_immutable(probe, 0), 0);
+	close(fd);
+	unlink(probe);
+	if (!refused) {
+		print_message("skipped: this file system writes an immutable"
+		    " file through an open descriptor\n");
+		skip();
+	}
+}
+
+static void
+read_only_start(struct fault *ft)
+{
+	char wal[256];
+
+	snprintf(wal, sizeof(wal), "%s-wal", ft->path);
+	assert_int_equal(set_immutable(ft->path, 1), 0);
+	assert_int_equal(set_immutable(wal, 1), 0);
+}
+
+static void
+read_only_clear(struct fault *ft)
+{
+	char wal[256];
+
+	snprintf(wal, sizeof(wal), "%s-wal", ft->path);
+	assert_int_equal(set_immutable(ft->path, 0), 0);
+	assert_int_equal(set_immutable(wal, 0), 0);
+}
+
+/*
+ * The file cannot be written any more. Root writes a 0444 file all the
+ * same, and a file system with a file open for writing cannot be
+ * remounted read-only (EBUSY), so the file and its WAL are made
+ * immutable instead, which ext4 enforces on open descriptors too.
+ */
+static void
+test_fault_read_only(void **state)
+{
+	struct fault ft = { .fx = *state, .start = read_only_start,
+	    .clear = read_only_clear };
+
+	need_immutable(ft.fx->dir);
+	snprintf(ft.path, sizeof(ft.path), "%s", ft.fx->path);
+	ride_out_fault(&ft);
+}
+
+/* A tmpfs of this size at fx->mnt; skips when it cannot be mounted. */
+static void
+mount_tmpfs(struct fixture *fx, const char *size)
+{
+	char opts[64];
+
+	snprintf(fx->mnt, sizeof(fx->mnt), "%s/mnt", fx->dir);
+	assert_int_equal(mkdir(fx->mnt, 0700), 0);
+	if (geteuid() != 0) {
+		print_message("skipped: mounting a tmpfs needs root\n");
+		skip();
+	}
+	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
+	if (mount("sluice-test", fx->mnt, "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, opts) == -1) {
+		print_message("skipped: mount -t tmpfs: %s\n", strerror(errno));
+		skip();
+	}
+	fx->mounted = 1;
+}
+
+/* Writes a file until the file system is full. */
+static void
+disk_full_start(struct fault *ft)
+{
+	char page[4096];
+	ssize_t n;
+	int fd;
+
+	memset(page, 'f', sizeof(page));
+	fd = open(ft->filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	while ((n = write(fd, page, sizeof(page))) > 0)
+		;
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, ENOSPC);
+	close(fd);
+}
+
+static void
+disk_full_clear(struct fault *ft)
+{
+	assert_int_equal(unlink(ft->filler), 0);
+}
+
+static void
+test_fault_disk_full(void **state)
+{
+	struct fault ft = { .fx = *state, .start = disk_full_start,
+	    .clear = disk_full_clear };
+
+	mount_tmpfs(ft.fx, "2m");
+	snprintf(ft.path, sizeof(ft.path), "%s/audit.db", ft.fx->mnt);
+	snprintf(ft.filler, sizeof(ft.filler), "%s/filler", ft.fx->mnt);
+	ride_out_fault(&ft);
+}
+
+/*
+ * Garbage over the header of the database's first page, while the store
+ * has it open. The writer's page cache would hide it, so another
+ * connection first checkpoints everything into the file and then writes
+ * a row, which makes the writer read the file again.
+ */
+static void
+corrupt_start(struct fault *ft)
+{
+	char junk[100];
+	sqlite3 *db;
+	int fd;
+
+	db = peer_open(ft->path);
+	peer_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+	peer_exec(db, "UPDATE flows SET rule = rule WHERE id = 1");
+	sqlite3_close(db);
+	memset(junk, 0x5a, sizeof(junk));
+	fd = open(ft->path, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 0),
+	    (ssize_t)sizeof(junk));
+	close(fd);
+}
+
+/* The operator moves the damaged file aside, with its -wal and -shm. */
+static void
+corrupt_clear(struct fault *ft)
+{
+	static const char *const suffixes[] = { "", "-wal", "-shm" };
+	char from[256], to[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(from, sizeof(from), "%s%s", ft->path, suffixes[i]);
+		snprintf(to, sizeof(to), "%s/damaged.db%s", ft->fx->dir,
+		    suffixes[i]);
+		if (rename(from, to) == -1)
+			assert_int_equal(errno, ENOENT);
+	}
+}
+
+/*
+ * The writer keeps the records queued and counts its failures; it drops
+ * the connection and opens the path again on each retry, so that once
+ * the operator has moved the file aside it starts a new database there.
+ */
+static void
+test_fault_corrupt(void **state)
+{
+	struct fault ft = { .fx = *state, .start = corrupt_start,
+	    .clear = corrupt_clear, .new_file = 1 };
+	char err[512], want[512], damaged[256];
+
+	snprintf(ft.path, sizeof(ft.path), "%s", ft.fx->path);
+	ride_out_fault(&ft);
+
+	/* The damaged file is refused as it is. */
+	snprintf(damaged, sizeof(damaged), "%s/damaged.db", ft.fx->dir);
+	assert_null(store_open(damaged, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: file is not a database", damaged);
+	assert_string_equal(err, want);
+}
+
+/* A database cut short is refused, with what to do about it. */
+static void
+test_open_truncated(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store *s;
+	char err[512], want[512];
+	int i;
+
+	s = open_ok(fx->path, NULL);
+	for (i = 0; i < 500; i++) {
+		make_flow(&f, i, 443);
+		fill(f.rule, sizeof(f.rule), 'r');
+		while (store_put_flow(s, &f) == -1)
+			usleep(1000);
+	}
+	store_close(s);
+	assert_true(file_size(fx->path) > 100000);
+
+	assert_int_equal(truncate(fx->path, 8192), 0);
+	err[0] = '\0';
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: database disk image is malformed:"
+	    " the file is damaged or truncated; move it aside with its -wal"
+	    " and -shm files", fx->path);
+	assert_string_equal(err, want);
+	assert_int_equal(file_size(fx->path), 8192);
+
+	/* Shorter than a page, SQLite would take it for an empty file. */
+	assert_int_equal(truncate(fx->path, 50), 0);
+	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s: only 50 bytes long, not a database"
+	    " (truncated?)", fx->path);
+	assert_string_equal(err, want);
+	assert_int_equal(file_size(fx->path), 50);
+
+	/* An empty file is a new database. */
+	assert_int_equal(truncate(fx->path, 0), 0);
+	store_close(open_ok(fx->path, NULL));
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+}
+
 static void
 test_now_us(void **state)
 {
@@ -1941,6 +3170,35 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_bad_paths, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_many_records, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v3, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_upgrade_v3_is_one_transaction, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_upgrade_chain_to_v4_is_one_transaction, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_flow_end, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_flow_end_refused, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_lost_records, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_query_plans, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_retention, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_retention_bounded, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_fault_locked, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_fault_read_only, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_fault_disk_full, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_fault_corrupt, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_open_truncated, setup,
 		    teardown),
 		cmocka_unit_test(test_now_us),
 	};

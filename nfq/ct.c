@@ -1,0 +1,497 @@
+/* ct.c: conntrack destroy events over ctnetlink (libmnl): a connection's end and its counters. */
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/netfilter/nf_conntrack_tcp.h>
+
+#include "nfq/nfq.h"
+#include "nfq/ct_int.h"
+
+/* recvmsg calls per nfq_ct_recv, so that a flood of ends (a table flush,
+ * a port scan timing out) cannot starve the caller's event loop. */
+#define CT_RECV_BATCH	64
+
+/* One event is a few hundred bytes and the kernel sends each in its own
+ * datagram; this leaves ample room, so MSG_TRUNC means a damaged sender. */
+#define CT_BUF_SIZE	16384
+
+/* Kernel backlog of events the socket may hold while the caller is busy.
+ * The kernel doubles the value and charges about 1.3 KiB per queued event
+ * (measured, skb overhead included): some 13000 ends, seconds of a busy
+ * gateway's connection rate. */
+#define CT_RCVBUF	(8 * 1024 * 1024)
+
+#define CT_DESTROY_TYPE	((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE)
+
+struct nfq_ct {
+	struct mnl_socket	*nl;
+
+	/* Set for the duration of one nfq_ct_recv. */
+	nfq_ct_cb		 cb;
+	void			*cb_arg;
+	int			 events;
+
+	uint64_t		 lost;		/* ENOBUFS seen */
+	uint64_t		 damaged;	/* messages skipped unread */
+
+	alignas(struct nlmsghdr) char buf[CT_BUF_SIZE];
+};
+
+/*
+ * Attribute types read at each nesting level, for mnl_attr_validate: an
+ * integer must have exactly its size, a nest room for attributes. Types
+ * left MNL_TYPE_UNSPEC are not read and not checked (newer kernels add
+ * attributes; CTA_COUNTERS_PAD precedes a u64 to align it).
+ */
+static const enum mnl_attr_data_type ct_types[CTA_MAX + 1] = {
+	[CTA_TUPLE_ORIG]	= MNL_TYPE_NESTED,
+	[CTA_PROTOINFO]		= MNL_TYPE_NESTED,
+	[CTA_MARK]		= MNL_TYPE_U32,
+	[CTA_COUNTERS_ORIG]	= MNL_TYPE_NESTED,
+	[CTA_COUNTERS_REPLY]	= MNL_TYPE_NESTED,
+};
+
+static const enum mnl_attr_data_type ct_tuple_types[CTA_TUPLE_MAX + 1] = {
+	[CTA_TUPLE_IP]		= MNL_TYPE_NESTED,
+	[CTA_TUPLE_PROTO]	= MNL_TYPE_NESTED,
+};
+
+static const enum mnl_attr_data_type ct_ip_types[CTA_IP_MAX + 1] = {
+	[CTA_IP_V4_SRC]		= MNL_TYPE_U32,
+	[CTA_IP_V4_DST]		= MNL_TYPE_U32,
+};
+
+static const enum mnl_attr_data_type ct_proto_types[CTA_PROTO_MAX + 1] = {
+	[CTA_PROTO_NUM]		= MNL_TYPE_U8,
+	[CTA_PROTO_SRC_PORT]	= MNL_TYPE_U16,
+	[CTA_PROTO_DST_PORT]	= MNL_TYPE_U16,
+};
+
+static const enum mnl_attr_data_type ct_counters_types[CTA_COUNTERS_MAX + 1] = {
+	[CTA_COUNTERS_PACKETS]	= MNL_TYPE_U64,
+	[CTA_COUNTERS_BYTES]	= MNL_TYPE_U64,
+};
+
+static const enum mnl_attr_data_type ct_protoinfo_types[CTA_PROTOINFO_MAX + 1] = {
+	[CTA_PROTOINFO_TCP]	= MNL_TYPE_NESTED,
+};
+
+static const enum mnl_attr_data_type ct_tcp_types[CTA_PROTOINFO_TCP_MAX + 1] = {
+	[CTA_PROTOINFO_TCP_STATE] = MNL_TYPE_U8,
+};
+
+/* One nesting level being walked by ct_attr_cb. */
+struct ct_level {
+	const struct nlattr		**tb;		/* [max + 1] */
+	const enum mnl_attr_data_type	 *types;	/* [max + 1] */
+	uint16_t			  max;
+	const char			 *start;
+	size_t				  walked;	/* bytes up to the end of
+							 * the last attribute */
+};
+
+static int
+ct_attr_cb(const struct nlattr *attr, void *data)
+{
+	struct ct_level *l = data;
+	uint16_t type = mnl_attr_get_type(attr);
+
+	l->walked = (size_t)((const char *)attr - l->start) +
+	    MNL_ALIGN(attr->nla_len);
+	if (type > l->max || l->types[type] == MNL_TYPE_UNSPEC)
+		return MNL_CB_OK;
+	/* The kernel never repeats one: two would leave us to guess. */
+	if (l->tb[type] != NULL || mnl_attr_validate(attr, l->types[type]) == -1)
+		return MNL_CB_ERROR;
+	l->tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+/*
+ * Fills tb[0 .. max] from the attributes in payload[0 .. len). false when
+ * one we read is malformed or repeated, or when bytes are left over that
+ * form no attribute: mnl_attr_parse stops silently at the first bad
+ * header, which would let a damaged tail pass for a shorter message.
+ */
+static bool
+ct_attrs(const void *payload, size_t len, const enum mnl_attr_data_type *types,
+    uint16_t max, const struct nlattr **tb)
+{
+	struct ct_level l = {
+		.tb = tb, .types = types, .max = max, .start = payload,
+	};
+
+	memset(tb, 0, ((size_t)max + 1) * sizeof(*tb));
+	if (mnl_attr_parse_payload(payload, len, ct_attr_cb, &l) != MNL_CB_OK)
+		return false;
+	return l.walked >= len;
+}
+
+/* ct_attrs over a nest; false for a NULL nest as for a damaged one. */
+static bool
+ct_nest(const struct nlattr *nest, const enum mnl_attr_data_type *types,
+    uint16_t max, const struct nlattr **tb)
+{
+	if (nest == NULL)
+		return false;
+	return ct_attrs(mnl_attr_get_payload(nest),
+	    mnl_attr_get_payload_len(nest), types, max, tb);
+}
+
+/* CTA_COUNTERS_ORIG/REPLY: both counters, or false. */
+static bool
+ct_counters(const struct nlattr *nest, uint64_t *packets, uint64_t *bytes)
+{
+	const struct nlattr *tb[CTA_COUNTERS_MAX + 1];
+
+	if (!ct_nest(nest, ct_counters_types, CTA_COUNTERS_MAX, tb) ||
+	    tb[CTA_COUNTERS_PACKETS] == NULL || tb[CTA_COUNTERS_BYTES] == NULL)
+		return false;
+	/* nla_put_be64: 64-bit counters in network order. */
+	*packets = be64toh(mnl_attr_get_u64(tb[CTA_COUNTERS_PACKETS]));
+	*bytes = be64toh(mnl_attr_get_u64(tb[CTA_COUNTERS_BYTES]));
+	return true;
+}
+
+/* CTA_PROTOINFO: the TCP state if there is one (0 otherwise, and for a
+ * value beyond the states the kernel defines). */
+static bool
+ct_tcp_state(const struct nlattr *nest, uint8_t *state)
+{
+	const struct nlattr *pi[CTA_PROTOINFO_MAX + 1];
+	const struct nlattr *tcp[CTA_PROTOINFO_TCP_MAX + 1];
+	uint8_t s;
+
+	*state = 0;
+	if (!ct_nest(nest, ct_protoinfo_types, CTA_PROTOINFO_MAX, pi))
+		return false;
+	if (pi[CTA_PROTOINFO_TCP] == NULL)
+		return true;
+	if (!ct_nest(pi[CTA_PROTOINFO_TCP], ct_tcp_types, CTA_PROTOINFO_TCP_MAX,
+	    tcp))
+		return false;
+	if (tcp[CTA_PROTOINFO_TCP_STATE] != NULL) {
+		s = mnl_attr_get_u8(tcp[CTA_PROTOINFO_TCP_STATE]);
+		if (s <= TCP_CONNTRACK_SYN_SENT2)
+			*state = s;
+	}
+	return true;
+}
+
+enum nfq_ct_parse_result
+nfq_ct_parse(const void *buf, size_t len, struct nfq_ct_end *e)
+{
+	const struct nlmsghdr *nlh = buf;
+	const struct nfgenmsg *nfg;
+	const struct nlattr *cta[CTA_MAX + 1];
+	const struct nlattr *tuple[CTA_TUPLE_MAX + 1];
+	const struct nlattr *ip[CTA_IP_MAX + 1];
+	const struct nlattr *proto[CTA_PROTO_MAX + 1];
+	struct nfq_ct_end out;
+	size_t attrlen;
+
+	if (!mnl_nlmsg_ok(nlh, len > INT_MAX ? INT_MAX : (int)len))
+		return NFQ_CT_DAMAGED;
+	if (nlh->nlmsg_type != CT_DESTROY_TYPE)
+		return NFQ_CT_OTHER;
+	if (mnl_nlmsg_get_payload_len(nlh) < MNL_ALIGN(sizeof(*nfg)))
+		return NFQ_CT_DAMAGED;
+	nfg = mnl_nlmsg_get_payload(nlh);
+	if (nfg->nfgen_family != AF_INET)
+		return NFQ_CT_OTHER;
+	attrlen = mnl_nlmsg_get_payload_len(nlh) - MNL_ALIGN(sizeof(*nfg));
+	if (!ct_attrs(mnl_nlmsg_get_payload_offset(nlh, sizeof(*nfg)), attrlen,
+	    ct_types, CTA_MAX, cta))
+		return NFQ_CT_DAMAGED;
+
+	memset(&out, 0, sizeof(out));
+	if (!ct_nest(cta[CTA_TUPLE_ORIG], ct_tuple_types, CTA_TUPLE_MAX, tuple) ||
+	    !ct_nest(tuple[CTA_TUPLE_IP], ct_ip_types, CTA_IP_MAX, ip) ||
+	    !ct_nest(tuple[CTA_TUPLE_PROTO], ct_proto_types, CTA_PROTO_MAX, proto))
+		return NFQ_CT_DAMAGED;
+	if (ip[CTA_IP_V4_SRC] == NULL || ip[CTA_IP_V4_DST] == NULL ||
+	    proto[CTA_PROTO_NUM] == NULL)
+		return NFQ_CT_DAMAGED;
+	out.saddr = mnl_attr_get_u32(ip[CTA_IP_V4_SRC]);
+	out.daddr = mnl_attr_get_u32(ip[CTA_IP_V4_DST]);
+	out.proto = mnl_attr_get_u8(proto[CTA_PROTO_NUM]);
+
+	/* Ports come in pairs, and TCP and UDP always have them. ICMP has
+	 * CTA_PROTO_ICMP_ID/TYPE/CODE instead, left unread: ports stay 0. */
+	if ((proto[CTA_PROTO_SRC_PORT] == NULL) !=
+	    (proto[CTA_PROTO_DST_PORT] == NULL))
+		return NFQ_CT_DAMAGED;
+	if (proto[CTA_PROTO_SRC_PORT] != NULL) {
+		out.sport = ntohs(mnl_attr_get_u16(proto[CTA_PROTO_SRC_PORT]));
+		out.dport = ntohs(mnl_attr_get_u16(proto[CTA_PROTO_DST_PORT]));
+	} else if (out.proto == IPPROTO_TCP || out.proto == IPPROTO_UDP)
+		return NFQ_CT_DAMAGED;
+
+	/* Without nf_conntrack_acct there are no counters: they stay 0. */
+	if (cta[CTA_COUNTERS_ORIG] != NULL && !ct_counters(cta[CTA_COUNTERS_ORIG],
+	    &out.packets_orig, &out.bytes_orig))
+		return NFQ_CT_DAMAGED;
+	if (cta[CTA_COUNTERS_REPLY] != NULL &&
+	    !ct_counters(cta[CTA_COUNTERS_REPLY], &out.packets_reply,
+	    &out.bytes_reply))
+		return NFQ_CT_DAMAGED;
+	/* Recent kernels leave a mark of 0 out of destroy events. */
+	if (cta[CTA_MARK] != NULL)
+		out.mark = ntohl(mnl_attr_get_u32(cta[CTA_MARK]));
+	if (cta[CTA_PROTOINFO] != NULL) {
+		uint8_t state;
+
+		if (!ct_tcp_state(cta[CTA_PROTOINFO], &state))
+			return NFQ_CT_DAMAGED;
+		if (out.proto == IPPROTO_TCP)
+			out.tcp_state = state;
+	}
+	*e = out;
+	return NFQ_CT_EVENT;
+}
+
+/* Every message mnl_cb_run frames. MNL_CB_OK whatever it holds: one bad
+ * message must not cost the rest of the datagram. */
+static int
+ct_msg_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nfq_ct *ct = data;
+	struct nfq_ct_end e;
+
+	switch (nfq_ct_parse(nlh, nlh->nlmsg_len, &e)) {
+	case NFQ_CT_EVENT:
+		ct->events++;
+		ct->cb(ct->cb_arg, &e);
+		break;
+	case NFQ_CT_OTHER:
+		break;
+	case NFQ_CT_DAMAGED:
+		ct->damaged++;
+		break;
+	}
+	return MNL_CB_OK;
+}
+
+static void
+ct_err(char *err, size_t errlen, const char *what, int e)
+{
+	if (err == NULL || errlen == 0)
+		return;
+	snprintf(err, errlen, "conntrack events: %s: %s", what, strerror(e));
+}
+
+struct nfq_ct *
+nfq_ct_open(char *err, size_t errlen)
+{
+	struct nfq_ct *ct;
+	unsigned int group = NFNLGRP_CONNTRACK_DESTROY;
+	int rcvbuf = CT_RCVBUF;
+	int e;
+
+	if ((ct = calloc(1, sizeof(*ct))) == NULL) {
+		ct_err(err, errlen, "calloc", errno);
+		return NULL;
+	}
+
+	/* Non-blocking: nfq_ct_recv drains what is pending and returns to
+	 * the caller's poll loop. Close-on-exec: a program the daemon runs
+	 * has no business reading the gateway's connections. */
+	ct->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (ct->nl == NULL) {
+		ct_err(err, errlen, "netlink socket", errno);
+		goto fail;
+	}
+
+	/*
+	 * Bursts of ends (a flush, many connections timing out at once)
+	 * wait here instead of being dropped. SO_RCVBUFFORCE ignores
+	 * net.core.rmem_max but needs CAP_NET_ADMIN (which joining the
+	 * group needs anyway); without it SO_RCVBUF gets what rmem_max
+	 * allows. Neither failing is fatal: a small buffer only loses
+	 * events earlier, and that loss is counted.
+	 *
+	 * NETLINK_NO_ENOBUFS is deliberately not set: the ENOBUFS that recv
+	 * returns after an overrun is our only sign that events, hence the
+	 * accounting of some connections, were lost (nfq_ct_lost).
+	 * NETLINK_BROADCAST_ERROR is not set either: with it the kernel
+	 * keeps dying entries and redelivers their events, so a stalled
+	 * reader would hold conntrack memory; losing counters is the
+	 * cheaper failure for a log.
+	 */
+	if (setsockopt(mnl_socket_get_fd(ct->nl), SOL_SOCKET, SO_RCVBUFFORCE,
+	    &rcvbuf, sizeof(rcvbuf)) == -1)
+		(void)setsockopt(mnl_socket_get_fd(ct->nl), SOL_SOCKET,
+		    SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+
+	/* groups = 0: bind's bitmask is the old interface; the group is
+	 * joined by number just below. */
+	if (mnl_socket_bind(ct->nl, 0, MNL_SOCKET_AUTOPID) == -1) {
+		ct_err(err, errlen, "netlink bind", errno);
+		goto fail;
+	}
+
+	/*
+	 * Destroy events only: one per connection, with the final counters
+	 * and state. Joining needs CAP_NET_ADMIN. With the default
+	 * nf_conntrack_events=2 the kernel attaches event state only to
+	 * connections created while some listener exists, so connections
+	 * older than this call end silently.
+	 */
+	if (mnl_socket_setsockopt(ct->nl, NETLINK_ADD_MEMBERSHIP, &group,
+	    sizeof(group)) == -1) {
+		e = errno;
+		ct_err(err, errlen, e == EPERM ? "joining the destroy group "
+		    "(no CAP_NET_ADMIN?)" : "joining the destroy group", e);
+		goto fail;
+	}
+	return ct;
+
+fail:
+	if (ct->nl != NULL)
+		mnl_socket_close(ct->nl);
+	free(ct);
+	return NULL;
+}
+
+int
+nfq_ct_fd(const struct nfq_ct *ct)
+{
+	return mnl_socket_get_fd(ct->nl);
+}
+
+/* Bytes at the end of a datagram that frame no netlink message: mnl_cb_run
+ * stops at them without a word. */
+static bool
+ct_framed(const void *buf, size_t n)
+{
+	const struct nlmsghdr *nlh = buf;
+	int len = (int)n;
+
+	while (mnl_nlmsg_ok(nlh, len))
+		nlh = mnl_nlmsg_next(nlh, &len);
+	return len <= 0;
+}
+
+/*
+ * One datagram into ct->buf. Returns its length, 0 for one to skip (not
+ * from the kernel, or truncated), -1 with errno.
+ */
+static ssize_t
+ct_read(struct nfq_ct *ct)
+{
+	struct sockaddr_nl addr;
+	struct iovec iov = { .iov_base = ct->buf, .iov_len = sizeof(ct->buf) };
+	struct msghdr msg = {
+		.msg_name = &addr, .msg_namelen = sizeof(addr),
+		.msg_iov = &iov, .msg_iovlen = 1,
+	};
+	ssize_t n;
+
+	if ((n = recvmsg(mnl_socket_get_fd(ct->nl), &msg, 0)) == -1)
+		return -1;
+	/* Events come from the kernel (port id 0). Another process with
+	 * CAP_NET_ADMIN could send to our port id: it must not be able to
+	 * forge a connection's accounting. */
+	if (msg.msg_namelen != sizeof(addr) || addr.nl_family != AF_NETLINK ||
+	    addr.nl_pid != 0 || (msg.msg_flags & MSG_TRUNC)) {
+		ct->damaged++;
+		return 0;
+	}
+	return n;
+}
+
+int
+nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg)
+{
+	ssize_t n;
+	int i;
+
+	ct->cb = cb;
+	ct->cb_arg = arg;
+	ct->events = 0;
+	for (i = 0; i < CT_RECV_BATCH; i++) {
+		if ((n = ct_read(ct)) == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			/* The socket overflowed and the kernel dropped
+			 * events: those connections' ends are gone. What
+			 * is queued after the overrun is intact. */
+			if (errno == ENOBUFS) {
+				ct->lost++;
+				continue;
+			}
+			ct->cb = NULL;
+			return -1;
+		}
+		if (n == 0)
+			continue;
+		if (!ct_framed(ct->buf, (size_t)n))
+			ct->damaged++;
+		/* seq and port id 0: events answer no request of ours
+		 * (one caused by someone's flush carries that process's
+		 * port id, which must not make it fail). */
+		if (mnl_cb_run(ct->buf, (size_t)n, 0, 0, ct_msg_cb, ct) ==
+		    MNL_CB_ERROR)
+			ct->damaged++;
+	}
+	ct->cb = NULL;
+	return ct->events;
+}
+
+uint64_t
+nfq_ct_lost(const struct nfq_ct *ct)
+{
+	return ct->lost;
+}
+
+uint64_t
+nfq_ct_damaged(const struct nfq_ct *ct)
+{
+	return ct->damaged;
+}
+
+const char *
+nfq_ct_end_state(const struct nfq_ct_end *e)
+{
+	if (e->proto != IPPROTO_TCP)
+		return "ended";
+	switch (e->tcp_state) {
+	case TCP_CONNTRACK_TIME_WAIT:
+	case TCP_CONNTRACK_FIN_WAIT:
+	case TCP_CONNTRACK_CLOSE_WAIT:
+	case TCP_CONNTRACK_LAST_ACK:
+		return "closed";
+	case TCP_CONNTRACK_CLOSE:
+		return "reset";
+	case TCP_CONNTRACK_SYN_SENT:
+	case TCP_CONNTRACK_SYN_RECV:
+	case TCP_CONNTRACK_ESTABLISHED:
+	case TCP_CONNTRACK_SYN_SENT2:
+		return "timeout";
+	default:
+		return "ended";
+	}
+}
+
+void
+nfq_ct_close(struct nfq_ct *ct)
+{
+	if (ct == NULL)
+		return;
+	mnl_socket_close(ct->nl);
+	free(ct);
+}

@@ -16,7 +16,7 @@ enum {
 	OPT_UPLINK_NETNS, OPT_UPLINK_ADDR, OPT_UPLINK_PEER_ADDR,
 	OPT_DNS_UPSTREAM, OPT_QUEUE_NUM, OPT_QUEUE_MAXLEN, OPT_TEARDOWN,
 	OPT_HELP, OPT_VERSION, OPT_DNS_TTL_MIN, OPT_DNS_TTL_MAX, OPT_DNS_GRACE,
-	OPT_RETAIN_DAYS,
+	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED,
 };
 
 static const struct option long_opts[] = {
@@ -35,6 +35,7 @@ static const struct option long_opts[] = {
 	{ "dns-ttl-max",	required_argument, NULL, OPT_DNS_TTL_MAX },
 	{ "dns-grace",		required_argument, NULL, OPT_DNS_GRACE },
 	{ "retain-days",	required_argument, NULL, OPT_RETAIN_DAYS },
+	{ "capture-denied",	required_argument, NULL, OPT_CAPTURE_DENIED },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -47,7 +48,7 @@ static const char usage_text[] =
 "               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
 "               [--queue-num N] [--queue-maxlen N] [--dns-ttl-min S]\n"
 "               [--dns-ttl-max S] [--dns-grace S] [--retain-days N]\n"
-"               [--teardown]\n"
+"               [--capture-denied DIR] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -64,6 +65,7 @@ static const char usage_text[] =
 "  --dns-ttl-max S    ... at most S seconds; answers' TTLs are capped (default 600)\n"
 "  --dns-grace S      added to each binding's lifetime (default 10)\n"
 "  --retain-days N    purge log rows older than N days (default 0: keep all)\n"
+"  --capture-denied DIR  write denied flows' first packets to DIR/SANDBOX.pcap\n"
 "  --queue-num N      NFQUEUE number in the gateway namespace (default 0)\n"
 "  --queue-maxlen N   packets the kernel holds for sluiced (default 4096)\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
@@ -115,6 +117,9 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		return parse_uint(name, val, 86400, &cfg->dns_ttl_max);
 	case OPT_DNS_GRACE:
 		return parse_uint(name, val, 3600, &cfg->dns_grace);
+	case OPT_CAPTURE_DENIED:
+		cfg->capture_denied = val;
+		break;
 	case OPT_RETAIN_DAYS:
 		return parse_uint(name, val, 36500, &cfg->retain_days);
 	case OPT_QUEUE_MAXLEN:

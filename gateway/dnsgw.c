@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/verdict.h"
@@ -148,6 +149,19 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 	snprintf(d.policy_sha256, sizeof(d.policy_sha256), "%s", n->sha256);
 	if (store_put_dns(gw->store, &d) == -1)
 		gw->denied_unlogged++;
+	/* a refused name goes into the sandbox's pcap too, re-encoded from
+	 * the parsed question (the resolver does not keep the raw bytes) */
+	if (gw->capture != NULL && n->sb != NULL && req->perr == DNS_PARSE_OK &&
+	    strcmp(d.verdict, "deny") == 0) {
+		uint8_t msg[DNS_NAME_MAX + 64];
+		int len = dns_write_query(msg, sizeof(msg), req->q.id,
+		    req->q.qname, req->q.qtype, req->q.qclass);
+
+		if (len > 0)
+			gw_capture_dns(gw->capture, n->sandbox, req->src_addr,
+			    req->src_port, req->dst_addr, 53, msg, (size_t)len,
+			    d.ts_us);
+	}
 }
 
 static const struct dns_resolver_ops ops = {

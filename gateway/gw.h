@@ -29,6 +29,9 @@
 #define GW_HOLD_MAX	1024		/* flows under inspection at once */
 #define GW_HOLD_PKTS	64		/* packets held per flow */
 #define GW_HOLD_MS	3000		/* a first flight must complete in */
+#define GW_HOLD_CAPTURE	8		/* packets of a held flow kept for
+					 * --capture-denied */
+#define GW_CAPTURE_MAX_BYTES	(16u << 20)	/* a pcap file, then rotated */
 #define GW_HOLD_IDLE_MS	120000		/* an HTTP connection idle this long
 					 * is forgotten (its next packet is
 					 * refused) */
@@ -76,6 +79,7 @@ struct gw_config {
 	unsigned	 dns_ttl_max;	/* ... at most (answers' TTLs are capped too) */
 	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
 	unsigned	 retain_days;	/* 0: keep every row */
+	const char	*capture_denied;	/* pcap directory, or NULL */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
@@ -116,6 +120,7 @@ struct gw {
 	struct gw_holds		*holds;
 	struct nfq_classifier	*classifier;
 	struct nfq_ct		*ct;		/* conntrack destroy events */
+	struct gw_capture	*capture;	/* --capture-denied, or NULL */
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/verdict.h"
@@ -39,6 +40,9 @@ struct hold {
 	struct nfq_http_stream	*http;
 	struct nfq_class_flow	*cls;
 	struct nfq_http_head	 first;		/* HTTP: the first request */
+	uint8_t			*cap[GW_HOLD_CAPTURE];	/* --capture-denied */
+	uint16_t		 caplen[GW_HOLD_CAPTURE];
+	size_t			 ncap;
 	char			 admitted[DNS_NAME_MAX + 1];	/* its Host */
 	int			 next;		/* hash chain, -1 ends */
 };
@@ -99,6 +103,8 @@ hold_free(struct gw *gw, struct hold *h)
 		*pp = h->next;
 	free(h->reasm);
 	free(h->http);
+	while (h->ncap > 0)
+		free(h->cap[--h->ncap]);
 	nfq_class_flow_free(h->cls);
 	memset(h, 0, sizeof(*h));
 	hs->n--;
@@ -162,10 +168,25 @@ gw_inspect_kind(const struct gw_decision *d, uint16_t dport)
 	return GW_INSPECT_NONE;
 }
 
+/* Keeps a copy of the flow's first packets, for the pcap of a denial. */
+static void
+keep(struct gw *gw, struct hold *h, const struct nfq_packet *pkt)
+{
+	size_t len = pkt->len > 0xffff ? 0xffff : pkt->len;
+
+	if (gw->capture == NULL || h->ncap == GW_HOLD_CAPTURE)
+		return;
+	if ((h->cap[h->ncap] = malloc(len)) == NULL)
+		return;
+	memcpy(h->cap[h->ncap], pkt->payload, len);
+	h->caplen[h->ncap++] = (uint16_t)len;
+}
+
 static void
 classify(struct gw *gw, struct hold *h, const struct nfq_packet *pkt,
     uint64_t now)
 {
+	keep(gw, h, pkt);
 	if (h->cls != NULL)
 		nfq_class_feed(gw->classifier, h->cls, pkt->payload, pkt->len, now);
 }
@@ -280,6 +301,13 @@ deny_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	d.rule = NULL;
 	d.domain = NULL;
 	audit(sb, &d);
+	if (gw->capture != NULL && sb != NULL) {
+		size_t i;
+
+		for (i = 0; i < h->ncap; i++)
+			gw_capture_packet(gw->capture, sb->name, h->cap[i],
+			    h->caplen[i], store_now_us());
+	}
 	if (log_hold(gw, sb, h, &d, hello, head) == 0 && d.verdict == GW_AUDIT)
 		release(gw, h, GW_MARK_ALLOW);
 	else

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/verdict.h"
@@ -127,6 +128,9 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		 * (RST for TCP) so the client fails at once */
 		verdict = NF_REPEAT;
 		mark = GW_MARK_DENY;
+		if (gw->capture != NULL && sb != NULL)
+			gw_capture_packet(gw->capture, sb->name, pkt->payload,
+			    pkt->len, store_now_us());
 	} else {
 		verdict = NF_ACCEPT;
 		mark = GW_MARK_ALLOW;
@@ -320,6 +324,10 @@ main(int argc, char **argv)
 		fatalx("resolver: %s", err);
 	if (gw_inspect_init(&gw) == -1)
 		fatalx("out of memory");
+	if (gw.cfg.capture_denied != NULL &&
+	    (gw.capture = gw_capture_open(gw.cfg.capture_denied,
+	    GW_CAPTURE_MAX_BYTES, err, sizeof(err))) == NULL)
+		fatalx("--capture-denied: %s", err);
 
 	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s, "
 	    "%zu upstream resolvers", gw.cfg.netns, gw.cfg.queue_num,
@@ -373,6 +381,7 @@ main(int argc, char **argv)
 
 	gw_control_close(&gw);
 	nfq_ct_close(gw.ct);
+	gw_capture_close(gw.capture);
 	gw_inspect_free(&gw);
 	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);

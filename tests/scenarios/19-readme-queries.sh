@@ -6,6 +6,7 @@
 tb_init readme-queries
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+ip netns exec "$TB_NETNS_GW" sysctl -qw net.netfilter.nf_conntrack_tcp_timeout_time_wait=1
 
 cat > "$TB_DIR/enforce.json" <<EOF
 {"network": {"allowedDomains": ["plain.test", "a.test", "b.test"]}}
@@ -32,6 +33,10 @@ for sb in e u; do
 	    --resolve "b.test:443:$TB_ADDR_HTTPS" https://b.test/ >/dev/null
 done
 tb_wait_rows "SELECT count(*) FROM flows" 18 >/dev/null
+# let the finished connections end, and conntrack reap them now
+sleep 2
+ip netns exec "$TB_NETNS_GW" conntrack -L >/dev/null 2>&1
+tb_wait_rows "SELECT count(*) > 0 FROM flows WHERE end_ts IS NOT NULL" 1 >/dev/null
 
 # Pull the ```sql blocks out of the README, one query per block.
 "$TB_PY" - "$REPO/README.md" "$TB_DIR/q" <<'EOF'
@@ -49,7 +54,7 @@ for line in text:
         cur.append(line)
 EOF
 nq=$(ls "$TB_DIR"/q.*.sql 2>/dev/null | wc -l)
-tb_check "the README has at least 10 queries ($nq)" [ "$nq" -ge 12 ]
+tb_check "the README has at least 10 queries ($nq)" [ "$nq" -ge 14 ]
 for q in "$TB_DIR"/q.*.sql; do
 	title=$(head -n 1 "$q")
 	out=$(sqlite3 -batch -bail -readonly "$TB_DIR/flows.db" < "$q" 2>&1)

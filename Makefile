@@ -103,16 +103,19 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_PROBE := echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' | \
               $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
-FUZZERS    := dns tls reasm http
+FUZZERS    := dns tls reasm http packet policy
 FUZZ_SRC_dns   := dns/msg.c dns/name.c
+FUZZ_SRC_packet := nfq/packet.c
+FUZZ_SRC_policy := gateway/policy.c dns/name.c
+FUZZ_LIBS_policy := -ljansson -lcrypto
 FUZZ_SRC_tls   := nfq/tls.c
 FUZZ_SRC_reasm := nfq/reasm.c
 FUZZ_SRC_http  := nfq/http.c
 
-$(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) dns/dns.h nfq/nfq.h
+$(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) dns/dns.h nfq/nfq.h gateway/policy.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*)
 
 fuzz:
 	$(Q)if ! $(FUZZ_PROBE); then \

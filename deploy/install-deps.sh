@@ -9,7 +9,8 @@ libndpi-dev libpcap-dev
 iptables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
 bind9-dnsutils iputils-ping
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev
+iperf3 wrk dnsperf tinyproxy"
 
 missing=""
 for p in $PKGS; do

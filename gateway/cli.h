@@ -131,6 +131,47 @@ struct suggestion *suggest_policy(const struct suggest_name *names,
 /* NULL-safe. */
 void suggest_free(struct suggestion *s);
 
+/*
+ * What suggest_policy() knows about names, shared with lint_policy(). A
+ * name is normalised (lower case, no trailing dot); returned strings are
+ * static.
+ */
+
+/* true for a top-level domain or a registry's second level ("co.uk"). */
+bool suggest_public_suffix(const char *name);
+/* The parent shared by unrelated owners ("github.io") that name is or is
+ * under, or NULL. */
+const char *suggest_shared_parent(const char *name);
+/* Why name looks like a paste, storage, file drop, tunnel, DoH or webhook
+ * service ("looks like a public paste service — ..."), or NULL. */
+const char *suggest_flag_why(const char *name);
+/* The i-th name of those services' list, NULL past its end: a name under
+ * any of them is flagged too. */
+const char *suggest_flagged_name(size_t i);
+
+/* lint.c: entries that make a policy functionally open; pure. */
+
+struct lint_warning {
+	char		 path[40];	/* "network.allowedDomains[3]" */
+	const char	*entry;		/* the entry as written, in the policy */
+	char		*message;	/* why, one line */
+};
+
+/*
+ * Looks through p's allowedDomains (wildcards over public suffixes,
+ * multi-tenant hosting and relay services; names of paste, storage,
+ * tunnel, DoH and webhook services) and allowedCidrs (prefixes shorter
+ * than /8; private, loopback, link-local, shared and metadata space; the
+ * default sandbox pool), leaving out what deniedDomains denies anyway.
+ * Returns 0 with *warnings (free with lint_free(); entry points into p and
+ * lives as long as it) in the lists' order, or -1 with errno ENOMEM.
+ */
+int lint_policy(const struct policy *p, struct lint_warning **warnings,
+    size_t *nwarnings);
+
+/* NULL-safe. */
+void lint_free(struct lint_warning *warnings, size_t nwarnings);
+
 /* cmd_log.c: the parts of `sluice log` that the unit tests reach. */
 
 struct sqlite3;

@@ -34,9 +34,14 @@ static const struct cli_action policy_actions[] = {
 	{ "set", policy_set, "NAME FILE",
 	    "replace a sandbox's policy",
 	    NULL, false },
-	{ "check", policy_check, "FILE",
+	{ "check", policy_check, "[--strict] FILE",
 	    "check a policy file (offline: no daemon needed)",
-	    NULL, true },
+	    "  --strict       exit 1 if there are warnings: entries that make "
+	    "the\n"
+	    "                 allowlist open (relay services, shared hosting, "
+	    "public\n"
+	    "                 suffixes, non-public addresses)\n",
+	    true },
 	{ "suggest", policy_suggest,
 	    "--sandbox NAME [--since DURATION] [--db FILE] [-o FILE] "
 	    "[--strict]",
@@ -122,20 +127,72 @@ cleanup:
 static int
 policy_check(int argc, char **argv, const struct cli *cli)
 {
-	static const char *const what[] = { "FILE" };
-	const char *file;
+	enum { OPT_STRICT = 256 };
+	static const struct option longopts[] = {
+		{ "strict", no_argument, NULL, OPT_STRICT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char optstring[] = "-:h";
+	const char *file = NULL;
+	struct lint_warning *w = NULL;
 	struct policy *p;
-	int rc;
+	bool strict = false;
+	size_t nw = 0, i;
+	int c, rc;
 
-	if ((rc = cli_operands(argc, argv, cli, &file, 1, what)) != -1)
-		return rc;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_STRICT:
+			strict = true;
+			break;
+		case 'h':
+			cli_action_help(stdout, cli);
+			return EXIT_OK;
+		case 1:
+			if (file != NULL)
+				return cli_usage_error(cli,
+				    "unexpected argument '%s'", optarg);
+			file = optarg;
+			break;
+		default:
+			return cli_option_error(cli, c, argv, optstring);
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (file != NULL)
+			return cli_usage_error(cli, "unexpected argument '%s'",
+			    argv[optind]);
+		file = argv[optind];
+	}
+	if (file == NULL)
+		return cli_usage_error(cli, "missing FILE");
+
 	if ((p = cli_policy_load(file)) == NULL)
 		return EXIT_USAGE;
+	if (lint_policy(p, &w, &nw) == -1) {
+		log_warnx("out of memory");
+		policy_free(p);
+		return EXIT_FAILED;
+	}
 	printf("%s: ok (%zu allowed cidrs, %zu allowed domains, %zu denied "
 	    "domains, mode %s)\n", file, p->ncidrs, p->nallowed, p->ndenied,
 	    policy_mode_name(p->mode));
+	/* the ok line first, as it would come in a terminal */
+	fflush(stdout);
+	for (i = 0; i < nw; i++)
+		log_warnx("warning: %s: %s: \"%s\": %s", file, w[i].path,
+		    w[i].entry, w[i].message);
+	rc = EXIT_OK;
+	if (strict && nw > 0) {
+		log_warnx("%s: %zu warning%s (--strict)", file, nw,
+		    nw == 1 ? "" : "s");
+		rc = EXIT_USAGE;
+	}
+	lint_free(w, nw);
 	policy_free(p);
-	return EXIT_OK;
+	return rc;
 }
 
 /* Flows no policy can allow, whatever the suggestion says. */

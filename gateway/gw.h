@@ -35,7 +35,6 @@
 #define GW_HOLD_IDLE_MS	120000		/* an HTTP connection idle this long
 					 * is forgotten (its next packet is
 					 * refused) */
-enum { GW_INSPECT_NONE = 0, GW_INSPECT_TLS, GW_INSPECT_HTTP };
 
 #define GW_DNS_MAX	8
 #define GW_NAME_MAX	48		/* sandbox names; see names.h */
@@ -171,7 +170,6 @@ int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 /* inspect.c */
 int gw_inspect_init(struct gw *gw);
 void gw_inspect_free(struct gw *gw);
-int gw_inspect_kind(const struct gw_decision *d, uint16_t dport);
 int gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
     const struct nfq_packet *pkt, const struct nfq_tuple *t,
     const struct gw_decision *d, int kind, uint64_t now);

@@ -147,26 +147,6 @@ gw_inspect_free(struct gw *gw)
 	gw->classifier = NULL;
 }
 
-int
-gw_inspect_kind(const struct gw_decision *d, uint16_t dport)
-{
-	if (d->verdict == GW_DENY || d->reason != GW_R_ALLOWED_DOMAIN ||
-	    d->domain == NULL)
-		return GW_INSPECT_NONE;
-	switch (d->domain->inspect) {
-	case POLICY_INSPECT_TLS:
-		return GW_INSPECT_TLS;
-	case POLICY_INSPECT_HTTP:
-		return GW_INSPECT_HTTP;
-	case POLICY_INSPECT_AUTO:
-		break;
-	}
-	if (dport == 443)
-		return GW_INSPECT_TLS;
-	if (dport == 80)
-		return GW_INSPECT_HTTP;
-	return GW_INSPECT_NONE;
-}
 
 /* Keeps a copy of the flow's first packets, for the pcap of a denial. */
 static void

@@ -368,31 +368,6 @@ conn_key_of(const struct nfq_tuple *t, bool reverse, struct conn_key *k)
 
 /* ---- the first flight (inspect.c, step for step) ---------------------- */
 
-/*
- * Which flows have their first flight read. A copy of inspect.c's
- * gw_inspect_kind, which cannot be linked without the daemon's state: it
- * belongs in verdict.c, beside the decisions it follows.
- */
-static int
-inspect_kind(const struct gw_decision *d, uint16_t dport)
-{
-	if (d->verdict == GW_DENY || d->reason != GW_R_ALLOWED_DOMAIN ||
-	    d->domain == NULL)
-		return INSPECT_NONE;
-	switch (d->domain->inspect) {
-	case POLICY_INSPECT_TLS:
-		return INSPECT_TLS;
-	case POLICY_INSPECT_HTTP:
-		return INSPECT_HTTP;
-	case POLICY_INSPECT_AUTO:
-		break;
-	}
-	if (dport == 443)
-		return INSPECT_TLS;
-	if (dport == 80)
-		return INSPECT_HTTP;
-	return INSPECT_NONE;
-}
 
 static void
 hold_forget(struct gw_replay *r, struct hold *h)
@@ -776,7 +751,7 @@ new_flow(struct gw_replay *r, struct conn *c, const struct nfq_tuple *t)
 		return;
 	}
 	gw_decide(&ctx, t, &d);
-	kind = inspect_kind(&d, t->dport);
+	kind = gw_inspect_kind(&d, t->dport);
 	if (kind != INSPECT_NONE && t->proto == IPPROTO_TCP &&
 	    (t->tcp_flags & TH_SYN)) {
 		/* the row is written once the first flight is decided */

@@ -360,6 +360,48 @@ name_flag(const char *name)
 	return FLAG_NONE;
 }
 
+bool
+suggest_public_suffix(const char *name)
+{
+	const char *dot;
+	size_t i;
+
+	if ((dot = strchr(name, '.')) == NULL)
+		return true;
+	if (strchr(dot + 1, '.') == NULL && strlen(dot + 1) == 2)
+		for (i = 0; i < NELEM(registry_sld); i++)
+			if (strlen(registry_sld[i]) == (size_t)(dot - name) &&
+			    strncmp(name, registry_sld[i],
+			    (size_t)(dot - name)) == 0)
+				return true;
+	return false;
+}
+
+const char *
+suggest_shared_parent(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NELEM(multi_tenant); i++)
+		if (at_or_under(name, multi_tenant[i]))
+			return multi_tenant[i];
+	return NULL;
+}
+
+const char *
+suggest_flag_why(const char *name)
+{
+	enum flag f = name_flag(name);
+
+	return f == FLAG_NONE ? NULL : flag_why[f];
+}
+
+const char *
+suggest_flagged_name(size_t i)
+{
+	return i < NELEM(flagged) ? flagged[i].suffix : NULL;
+}
+
 /*
  * May "*.parent" be suggested? Not for a TLD, a registry's second level,
  * a multi-tenant parent or anything under one, and not where a flagged
@@ -368,20 +410,11 @@ name_flag(const char *name)
 static bool
 wildcard_ok(const char *parent)
 {
-	const char *dot;
 	size_t i;
 
-	if ((dot = strchr(parent, '.')) == NULL)
+	if (suggest_public_suffix(parent) ||
+	    suggest_shared_parent(parent) != NULL)
 		return false;
-	if (strchr(dot + 1, '.') == NULL && strlen(dot + 1) == 2)
-		for (i = 0; i < NELEM(registry_sld); i++)
-			if (strlen(registry_sld[i]) == (size_t)(dot - parent) &&
-			    strncmp(parent, registry_sld[i],
-			    (size_t)(dot - parent)) == 0)
-				return false;
-	for (i = 0; i < NELEM(multi_tenant); i++)
-		if (at_or_under(parent, multi_tenant[i]))
-			return false;
 	for (i = 0; i < NELEM(flagged); i++)
 		if (at_or_under(parent, flagged[i].suffix) ||
 		    at_or_under(flagged[i].suffix, parent))

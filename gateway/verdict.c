@@ -416,3 +416,25 @@ gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
 	r->nrr = kept;
 	return limited;
 }
+
+/* Which allowed flows have their first flight read, and as what. */
+int
+gw_inspect_kind(const struct gw_decision *d, uint16_t dport)
+{
+	if (d->verdict == GW_DENY || d->reason != GW_R_ALLOWED_DOMAIN ||
+	    d->domain == NULL)
+		return GW_INSPECT_NONE;
+	switch (d->domain->inspect) {
+	case POLICY_INSPECT_TLS:
+		return GW_INSPECT_TLS;
+	case POLICY_INSPECT_HTTP:
+		return GW_INSPECT_HTTP;
+	case POLICY_INSPECT_AUTO:
+		break;
+	}
+	if (dport == 443)
+		return GW_INSPECT_TLS;
+	if (dport == 80)
+		return GW_INSPECT_HTTP;
+	return GW_INSPECT_NONE;
+}

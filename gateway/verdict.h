@@ -138,6 +138,16 @@ bool gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
     struct dns_response *r, uint64_t now_ms, char *answers, size_t alen,
     char *stripped, size_t slen);
 
+/* How a flow's first flight is read (gw_inspect_kind). */
+enum { GW_INSPECT_NONE = 0, GW_INSPECT_TLS, GW_INSPECT_HTTP };
+
+/*
+ * GW_INSPECT_TLS or _HTTP for a flow allowed by a domain entry on a port
+ * read as TLS or HTTP (the entry's /tls or /http, else 443 and 80),
+ * GW_INSPECT_NONE for anything decided on the address alone.
+ */
+int gw_inspect_kind(const struct gw_decision *d, uint16_t dport);
+
 /* "allow", "deny", "audit". */
 const char *gw_verdict_name(enum gw_verdict v);
 /* "allowed_cidr", "not_allowlisted", ... (static strings). */

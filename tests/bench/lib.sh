@@ -1,0 +1,291 @@
+# lib.sh: the benchmark's topology and its measurements, on top of tests/lib/testbed.sh.
+#
+# Sourced by tests/bench/run.sh (bash). Every configuration is the same
+# chain of veth pairs through three namespaces: a client, a gateway, and
+# the simulated internet ${P}-inet, which they all share:
+#
+#   B0  ${P}-c0 10.214.0.2 ── ${P}-g0 (forwarding, no rules) ── 198.18.0.2 ─┐
+#   B1  ${P}-c1 10.214.1.2 ── ${P}-g1 (conntrack: established-accept,      │
+#                             NEW from the client, MASQUERADE) 198.18.0.6 ─┤
+#       P   tinyproxy on ${P}-g1 10.214.1.1:8888 (an explicit proxy)        ├─ ${P}-inet
+#       D   dnsmasq on ${P}-g1 10.214.1.1:53, no cache (forwards each query)│
+#       Dc  dnsmasq on ${P}-g1 10.214.1.1:5300, its default cache           │
+#   S   ${P}-s1 10.213.0.2 ── ${P}-gw (sluiced, a sandbox) ── 198.51.100.2 ┘
+#
+#   ${P}-inet: 192.0.2.10 nginx (2 workers, no access log): TLS a.test :443,
+#              HTTP :80; 192.0.2.30 iperf3 :5201; 198.51.100.53 dnsmasq,
+#              authoritative for a.test (the upstream of sluiced, D, Dc).
+#
+# B0 needs the internet to route 10.214.0.0/30 back (no NAT); the others
+# NAT to their uplink address like sluiced does.
+
+BENCH_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$BENCH_LIB/../lib/testbed.sh"
+
+BN_HTTPS=192.0.2.10
+BN_IPERF=192.0.2.30
+BN_DNS=198.51.100.53
+BN_NAME=a.test
+BN_PROXY_PORT=8888
+BN_DC_PORT=5300
+
+# _bn_ns NAME: a namespace with lo up, no IPv6, client ports from 1024 so
+# that a few seconds of connections never reuse a 4-tuple.
+_bn_ns() {
+	_tb_ns "$1" || return 1
+	ip netns exec "$1" sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
+}
+
+# _bn_gateway N: client ${P}-cN and gateway ${P}-gN, as in the picture.
+_bn_gateway() {
+	local n=$1 c="${P}-c$1" g="${P}-g$1" inet=$TB_NETNS_INET
+	local up_inet="198.18.0.$((n * 4 + 1))" up_gw="198.18.0.$((n * 4 + 2))"
+	_bn_ns "$c" || return 1
+	_bn_ns "$g" || return 1
+	ip -n "$g" link add cli type veth peer name eth0 netns "$c" || return 1
+	ip -n "$g" addr add "10.214.$n.1/30" dev cli
+	ip -n "$g" link set cli up
+	ip -n "$c" addr add "10.214.$n.2/30" dev eth0
+	ip -n "$c" link set eth0 up
+	ip -n "$c" route add default via "10.214.$n.1"
+	ip -n "$g" link add uplink type veth peer name "b${n}up" netns "$inet" ||
+	    return 1
+	ip -n "$g" addr add "$up_gw/30" dev uplink
+	ip -n "$g" link set uplink up
+	ip -n "$inet" addr add "$up_inet/30" dev "b${n}up"
+	ip -n "$inet" link set "b${n}up" up
+	ip -n "$g" route add default via "$up_inet"
+	ip netns exec "$g" sysctl -qw net.ipv4.ip_forward=1
+}
+
+_bn_nginx_conf() {
+	local t=$TB_DIR/tls
+	mkdir -p "$TB_DIR/nginx/tmp"
+	cat > "$TB_DIR/nginx/nginx.conf" <<EOF
+daemon off;
+master_process on;
+user root;
+worker_processes 2;
+worker_rlimit_nofile 16384;
+pid $TB_DIR/nginx.pid;
+error_log $TB_DIR/nginx.error.log crit;
+events { worker_connections 8192; }
+http {
+	default_type text/plain;
+	client_body_temp_path $TB_DIR/nginx/tmp/body;
+	proxy_temp_path $TB_DIR/nginx/tmp/proxy;
+	fastcgi_temp_path $TB_DIR/nginx/tmp/fastcgi;
+	uwsgi_temp_path $TB_DIR/nginx/tmp/uwsgi;
+	scgi_temp_path $TB_DIR/nginx/tmp/scgi;
+	access_log off;
+	keepalive_timeout 5;
+	ssl_session_cache off;
+	ssl_session_tickets off;
+	server {
+		listen $BN_HTTPS:443 ssl backlog=4096;
+		server_name $BN_NAME;
+		ssl_certificate $t/a.test.pem;
+		ssl_certificate_key $t/a.test.key;
+		location / { return 200 "hello from a.test\n"; }
+	}
+	server {
+		listen $BN_HTTPS:80 backlog=4096;
+		server_name _;
+		location / { return 200 "hello from \$host on port 80\n"; }
+	}
+}
+EOF
+}
+
+_bn_tls_answers() {
+	local out
+	out=$(ip netns exec "$TB_NETNS_INET" curl -s --max-time 2 \
+	    --cacert "$TB_CA" --resolve "$BN_NAME:443:$BN_HTTPS" \
+	    "https://$BN_NAME/") || return 1
+	[ "$out" = "hello from a.test" ]
+}
+
+_bn_dns_answers() {
+	local out
+	out=$(ip netns exec "$1" dig +short +time=1 +tries=1 -p "${3:-53}" \
+	    @"$2" "$BN_NAME" A 2>/dev/null) || return 1
+	[ "$out" = "$BN_HTTPS" ]
+}
+
+# bn_bed_up: the internet, B0's and B1's chains, tinyproxy and the two
+# dnsmasq on B1's gateway, and the ClientHello every TLS client sends.
+bn_bed_up() {
+	local -
+	set +e
+	local inet=$TB_NETNS_INET g1="${P}-g1" a
+	_bn_ns "$inet" || return 1
+	ip netns exec "$inet" sysctl -qw net.ipv4.ip_forward=1
+	for a in $BN_HTTPS $BN_IPERF $BN_DNS; do
+		ip -n "$inet" addr add "$a/32" dev lo || return 1
+	done
+	_tb_make_tls || return 1
+	_bn_nginx_conf
+	_tb_bg "$inet" nginx "$TB_DIR/nginx.out" nginx -p "$TB_DIR/nginx" \
+	    -e "$TB_DIR/nginx.error.log" -c "$TB_DIR/nginx/nginx.conf"
+	_tb_bg "$inet" dns-auth "$TB_DIR/dns-auth.out" dnsmasq \
+	    --keep-in-foreground --conf-file=/dev/null --user=root --group=root \
+	    --pid-file="$TB_DIR/dns-auth.pid" --bind-interfaces \
+	    --listen-address="$BN_DNS" --no-resolv --no-hosts --no-poll \
+	    --cache-size=0 --local-ttl=600 --dns-forward-max=1000 \
+	    --host-record="$BN_NAME,$BN_HTTPS" --address=/#/
+	_tb_bg "$inet" iperf3 "$TB_DIR/iperf3.out" iperf3 -s -B "$BN_IPERF" -p 5201
+
+	_bn_gateway 0 || return 1
+	ip -n "$inet" route add 10.214.0.0/30 via 198.18.0.2
+	_bn_gateway 1 || return 1
+	ip netns exec "$g1" iptables-restore <<'EOF' || return 1
+*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A POSTROUTING -o uplink -j MASQUERADE
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A FORWARD -i cli -m conntrack --ctstate NEW -j ACCEPT
+COMMIT
+EOF
+
+	# P: tinyproxy on the gateway. It finds a.test in the namespace's
+	# hosts file, so a proxied connection costs it no DNS query (in its
+	# favour: sluice's clients resolve once, then connect many times).
+	mkdir -p "/etc/netns/$g1"
+	printf '127.0.0.1 localhost\n%s %s\n' "$BN_HTTPS" "$BN_NAME" \
+	    > "/etc/netns/$g1/hosts"
+	cat > "$TB_DIR/tinyproxy.conf" <<EOF
+User root
+Group root
+Port $BN_PROXY_PORT
+Listen 10.214.1.1
+Timeout 30
+MaxClients 2048
+LogLevel Critical
+PidFile "$TB_DIR/tinyproxy.pid"
+DisableViaHeader Yes
+Allow 10.214.1.0/30
+ConnectPort 443
+EOF
+	_tb_bg "$g1" tinyproxy "$TB_DIR/tinyproxy.out" tinyproxy -d \
+	    -c "$TB_DIR/tinyproxy.conf"
+	BN_TINYPROXY_PID=$TB_LAST_PID
+	# D: what a user would put on a gateway instead; without a cache, so
+	# that it forwards every query as sluiced does. Dc: its defaults.
+	_tb_bg "$g1" dnsmasq-D "$TB_DIR/dnsmasq-D.out" dnsmasq \
+	    --keep-in-foreground --conf-file=/dev/null --user=root --group=root \
+	    --pid-file="$TB_DIR/dnsmasq-D.pid" --bind-interfaces \
+	    --listen-address=10.214.1.1 --no-resolv --no-hosts --no-poll \
+	    --server="$BN_DNS" --cache-size=0 --dns-forward-max=1000
+	BN_D_PID=$TB_LAST_PID
+	_tb_bg "$g1" dnsmasq-Dc "$TB_DIR/dnsmasq-Dc.out" dnsmasq \
+	    --keep-in-foreground --conf-file=/dev/null --user=root --group=root \
+	    --pid-file="$TB_DIR/dnsmasq-Dc.pid" --bind-interfaces \
+	    --listen-address=10.214.1.1 --port="$BN_DC_PORT" --no-resolv \
+	    --no-hosts --no-poll --server="$BN_DNS"
+	BN_DC_PID=$TB_LAST_PID
+
+	"$TB_PY" - "$TB_DIR/hello.bin" "$BN_NAME" <<'EOF' || return 1
+import ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.set_alpn_protocols(["http/1.1"])
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(inc, out, server_hostname=sys.argv[2])
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+open(sys.argv[1], "wb").write(out.read())
+EOF
+
+	_tb_wait_for "nginx" "$TB_DIR/nginx.out $TB_DIR/nginx.error.log" \
+	    _bn_tls_answers || return 1
+	_tb_wait_for "authoritative dnsmasq" "$TB_DIR/dns-auth.out" \
+	    _bn_dns_answers "$inet" "$BN_DNS" || return 1
+	_tb_wait_for "dnsmasq D" "$TB_DIR/dnsmasq-D.out" \
+	    _bn_dns_answers "${P}-c1" 10.214.1.1 || return 1
+	_tb_wait_for "dnsmasq Dc" "$TB_DIR/dnsmasq-Dc.out" \
+	    _bn_dns_answers "${P}-c1" 10.214.1.1 "$BN_DC_PORT" || return 1
+	_tb_wait_for "tinyproxy" "$TB_DIR/tinyproxy.out" ip netns exec "${P}-c1" \
+	    curl -s --max-time 2 -o /dev/null -p -x "10.214.1.1:$BN_PROXY_PORT" \
+	    --cacert "$TB_CA" "https://$BN_NAME/" || return 1
+	_tb_wait_for "iperf3" "$TB_DIR/iperf3.out" ip netns exec "${P}-c0" \
+	    nc -z -w 1 "$BN_IPERF" 5201 || return 1
+	_tb_wait_for "B0 forwarding" "" ip netns exec "${P}-c0" \
+	    curl -s --max-time 2 -o /dev/null "http://$BN_HTTPS/" || return 1
+	return 0
+}
+
+# bn_sluice_up POLICY: sluiced on ${P}-gw and sandbox ${P}-s1, with a.test
+# resolved through it.
+bn_sluice_up() {
+	local -
+	set +e
+	tb_sluiced_start || return 1
+	BN_SLUICED_PID=$TB_SLUICED_PID
+	tb_sluice sandbox add "${P}-s1" --policy "$1" >/dev/null || return 1
+	ip netns exec "${P}-s1" sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
+	BN_S_GW=$(tb_sluice sandbox list -j | "$TB_PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+for s in d if isinstance(d, list) else d.get("sandboxes", []):
+    if s["name"] == sys.argv[1]:
+        print(s["gateway"])' "${P}-s1")
+	[ -n "$BN_S_GW" ] || { echo "bench: no gateway address for ${P}-s1" >&2; return 1; }
+	bn_resolve_s
+}
+
+# bn_resolve_s: makes (or refreshes) s1's binding of a.test.
+bn_resolve_s() {
+	_bn_dns_answers "${P}-s1" "$BN_S_GW"
+}
+
+# The client namespace of a configuration.
+bn_client_ns() {
+	case $1 in
+	B0) echo "${P}-c0" ;;
+	B1|P|D|Dc) echo "${P}-c1" ;;
+	S) echo "${P}-s1" ;;
+	esac
+}
+
+# bn_cpu_ns PID: CPU time of every thread of PID, in nanoseconds.
+bn_cpu_ns() {
+	local t sum=0 v
+	for t in /proc/"$1"/task/*/schedstat; do
+		read -r v _ < "$t" 2>/dev/null || continue
+		sum=$((sum + v))
+	done
+	echo "$sum"
+}
+
+# bn_rss PID: "VmRSS VmHWM" in KiB.
+bn_rss() {
+	awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { print r + 0, h + 0 }' \
+	    /proc/"$1"/status
+}
+
+# bn_queue_drops: "queue_dropped user_dropped" of the gateway's queues.
+bn_queue_drops() {
+	ip netns exec "$TB_NETNS_GW" cat /proc/net/netfilter/nfnetlink_queue \
+	    2>/dev/null | awk '{ q += $6; u += $7 } END { print q + 0, u + 0 }'
+}
+
+bn_ct_count() {
+	ip netns exec "$1" cat /proc/sys/net/netfilter/nf_conntrack_count \
+	    2>/dev/null || echo 0
+}
+
+# bn_status_field KEY.SUB: a number from `sluice status -j`.
+bn_status() {
+	tb_sluice status -j 2>/dev/null
+}

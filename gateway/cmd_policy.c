@@ -24,7 +24,6 @@
 #define SUGGEST_BUSY_MS		5000
 /* the flow log's first schema with the first flight's columns */
 #define SUGGEST_SCHEMA_MIN	3
-#define SUGGEST_SINCE_MAX_S	(3650ULL * 86400)	/* ten years */
 
 static int policy_set(int, char **, const struct cli *);
 static int policy_check(int, char **, const struct cli *);
@@ -48,8 +47,8 @@ static const struct cli_action policy_actions[] = {
 	    "write a policy allowing what a sandbox tried (from the flow log)",
 	    "  --sandbox NAME     the sandbox whose flows and DNS queries to "
 	    "read\n"
-	    "  --since DURATION   only the last DURATION: N, Ns, Nm, Nh or "
-	    "Nd\n"
+	    "  --since DURATION   only the last DURATION (30s, 10m, 2h, 7d),\n"
+	    "                     or since a UTC time YYYY-MM-DD[THH:MM[:SS]]\n"
 	    "  --db FILE          the flow log (default: the environment's "
 	    "SLUICE_DB,\n"
 	    "                     else " SUGGEST_DB_DEFAULT ")\n"
@@ -247,43 +246,6 @@ suggest_rows_free(struct suggest_rows *r)
 	free(r->addrs);
 }
 
-/* "90", "90s", "15m", "2h", "7d" into seconds; false if not one. */
-static bool
-parse_duration(const char *s, uint64_t *secs)
-{
-	unsigned long long v, unit;
-	char *end;
-
-	if (s[0] < '0' || s[0] > '9')	/* strtoull takes "-1" and " 1" */
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return false;
-	switch (*end) {
-	case '\0':
-	case 's':
-		unit = 1;
-		break;
-	case 'm':
-		unit = 60;
-		break;
-	case 'h':
-		unit = 3600;
-		break;
-	case 'd':
-		unit = 86400;
-		break;
-	default:
-		return false;
-	}
-	if (*end != '\0' && end[1] != '\0')
-		return false;
-	if (v == 0 || v > SUGGEST_SINCE_MAX_S / unit)
-		return false;
-	*secs = v * unit;
-	return true;
-}
 
 static sqlite3_stmt *
 suggest_prepare(sqlite3 *db, const char *sql, const char *sandbox,
@@ -473,7 +435,6 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 	struct suggestion *s = NULL;
 	struct timespec now;
 	sqlite3 *db = NULL;
-	uint64_t since_s = 0;
 	int64_t since_us = 0, left_out[2], known = 0;
 	bool strict = false;
 	size_t i;
@@ -514,10 +475,16 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 		return cli_usage_error(cli, "missing --sandbox NAME");
 	if (!cli_name_ok(sandbox))
 		return EXIT_USAGE;
-	if (since != NULL && !parse_duration(since, &since_s))
-		return cli_usage_error(cli, "--since '%s': not a duration "
-		    "(N, Ns, Nm, Nh or Nd, at most %llu days)", since,
-		    SUGGEST_SINCE_MAX_S / 86400);
+	if (since != NULL) {
+		/* the log's ts is wall-clock time; one --since grammar for
+		 * `log` and `policy suggest` */
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (cli_log_parse_since(since, (int64_t)now.tv_sec * 1000000 +
+		    now.tv_nsec / 1000, &since_us) == -1)
+			return cli_usage_error(cli, "--since '%s': not a "
+			    "duration (30s, 10m, 2h, 7d) or a UTC time "
+			    "(YYYY-MM-DD[THH:MM[:SS]])", since);
+	}
 	if (dbpath != NULL && dbpath[0] == '\0')
 		return cli_usage_error(cli, "--db needs a file");
 	if (out != NULL && out[0] == '\0')
@@ -526,12 +493,6 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 		env = getenv("SLUICE_DB");
 		dbpath = env != NULL && env[0] != '\0' ? env :
 		    SUGGEST_DB_DEFAULT;
-	}
-	if (since != NULL) {
-		/* the log's ts is wall-clock time */
-		clock_gettime(CLOCK_REALTIME, &now);
-		since_us = (int64_t)now.tv_sec * 1000000 +
-		    now.tv_nsec / 1000 - (int64_t)since_s * 1000000;
 	}
 
 	if ((rc = suggest_open(dbpath, &db)) != EXIT_OK)

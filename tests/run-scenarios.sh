@@ -2,6 +2,8 @@
 # run-scenarios.sh: runs tests/scenarios/*.sh one by one, each in its own
 # process with a timeout, and sums up.
 #
+#   DIR=PATH         the directory of scenarios (default tests/scenarios;
+#                    tests/adversarial holds the attack techniques)
 #   SCENARIOS=GLOB   run only the scenarios whose file name (with or without
 #                    .sh) matches GLOB, e.g. SCENARIOS='0[0-3]*'
 #   V=1              print every scenario's output, not only a failure's
@@ -27,6 +29,7 @@ for tool in ip timeout; do
 done
 
 glob=${SCENARIOS:-*}
+dir=${DIR:-$here/scenarios}
 limit=${TB_TIMEOUT:-120}
 out=${TB_OUT:-$here/out}
 mkdir -p "$out"
@@ -51,7 +54,7 @@ reap() {
 }
 
 npass=0 nfail=0 nskip=0 failed=""
-for f in "$here"/scenarios/*.sh; do
+for f in "$dir"/*.sh; do
 	[ -e "$f" ] || continue
 	base=${f##*/}
 	name=${base%.sh}

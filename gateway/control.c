@@ -173,10 +173,10 @@ handle(struct gw *gw, json_t *req)
 	if (strcmp(cmd, "sandbox.add") == 0) {
 		if (text == NULL)
 			return error_reply("invalid", "missing \"policy\"");
-		if (netns != NULL)
-			return error_reply("invalid", "attaching an existing "
-			    "namespace (--netns) is not supported yet");
-		if (gw_sandbox_add(gw, name, text, strlen(text), origin, &sb,
+		if (netns != NULL && netns[0] != '/')
+			return error_reply("invalid", "--netns wants a path, "
+			    "e.g. /proc/PID/ns/net or /run/netns/NAME");
+		if (gw_sandbox_add(gw, name, text, strlen(text), origin, netns, &sb,
 		    err, sizeof(err)) == -1) {
 			log_warnx("sandbox add %s: %s", name, err);
 			return error_reply(error_code(errno), err);

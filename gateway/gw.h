@@ -143,9 +143,10 @@ int gw_ruleset_apply(struct gw *gw, char *err, size_t errlen);
 
 /* sandbox.c */
 int gw_sandboxes_init(struct gw *gw, char *err, size_t errlen);
+/* attach: an existing namespace's file to govern, or NULL to create one */
 int gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
-    size_t policy_len, const char *origin, struct gw_sandbox **out,
-    char *err, size_t errlen);
+    size_t policy_len, const char *origin, const char *attach,
+    struct gw_sandbox **out, char *err, size_t errlen);
 int gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen);
 int gw_sandbox_set_policy(struct gw *gw, const char *name,
     const char *policy_text, size_t policy_len, const char *origin,

@@ -8,7 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -350,10 +356,65 @@ log_policy(struct gw *gw, const struct gw_sandbox *sb)
 		    sb->policy->sha256);
 }
 
+/*
+ * Gives an existing network namespace (attach: /proc/PID/ns/net, a
+ * runtime's /run/netns/X, a bind-mounted file) the name /run/netns/NAME,
+ * as `ip netns attach` does, so it can be plumbed like one sluice made.
+ * Deleting the sandbox later removes the name only: the namespace lives
+ * on with whatever holds it.
+ */
+static int
+attach_netns(struct gw *gw, const char *name, const char *attach, char *err,
+    size_t errlen)
+{
+	char target[PATH_MAX];
+	struct statfs sfs;
+	struct stat st, gst, hst;
+	int fd, tfd, type;
+
+	if ((fd = open(attach, O_RDONLY | O_CLOEXEC)) == -1) {
+		snprintf(err, errlen, "%s: %s", attach, strerror(errno));
+		errno = EINVAL;
+		return -1;
+	}
+	type = ioctl(fd, NS_GET_NSTYPE);
+	if (fstatfs(fd, &sfs) == -1 || sfs.f_type != NSFS_MAGIC ||
+	    type != CLONE_NEWNET || fstat(fd, &st) == -1) {
+		snprintf(err, errlen, "%s: not a network namespace", attach);
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	close(fd);
+	/* never the gateway's own namespace, nor the host's */
+	if ((fstat(gw->gw_nsfd, &gst) == 0 && gst.st_ino == st.st_ino &&
+	    gst.st_dev == st.st_dev) || (fstat(gw->host_nsfd, &hst) == 0 &&
+	    hst.st_ino == st.st_ino && hst.st_dev == st.st_dev)) {
+		snprintf(err, errlen, "%s: the gateway's or the host's own "
+		    "namespace cannot be a sandbox", attach);
+		errno = EINVAL;
+		return -1;
+	}
+	snprintf(target, sizeof(target), "/run/netns/%s", name);
+	if (mkdirs("/run/netns", 0755) == -1 ||
+	    (tfd = open(target, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0)) == -1) {
+		snprintf(err, errlen, "%s: %s", target, strerror(errno));
+		return -1;
+	}
+	close(tfd);
+	if (mount(attach, target, "none", MS_BIND, NULL) == -1) {
+		snprintf(err, errlen, "bind %s on %s: %s", attach, target,
+		    strerror(errno));
+		unlink(target);
+		return -1;
+	}
+	return 0;
+}
+
 int
 gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
-    size_t policy_len, const char *origin, struct gw_sandbox **out,
-    char *err, size_t errlen)
+    size_t policy_len, const char *origin, const char *attach,
+    struct gw_sandbox **out, char *err, size_t errlen)
 {
 	struct gw_sandbox *sb = NULL;
 	struct policy *p;
@@ -399,7 +460,15 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 	}
 	sb->policy = p;
 	sb->created_us = store_now_us();
-	if (plumb(gw, sb, true, err, errlen) == -1 ||
+	if (attach != NULL &&
+	    attach_netns(gw, name, attach, err, errlen) == -1) {
+		int saved = errno;
+
+		sandbox_free(sb);
+		errno = saved;
+		return -1;
+	}
+	if (plumb(gw, sb, attach == NULL, err, errlen) == -1 ||
 	    state_save(gw, sb, err, errlen) == -1) {
 		int saved = errno ? errno : EIO;
 

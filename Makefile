@@ -5,6 +5,7 @@ SBINDIR ?= $(PREFIX)/sbin
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 UNITDIR ?= /etc/systemd/system
+CNIBINDIR ?= /opt/cni/bin
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -24,13 +25,13 @@ endif
 
 # Everything but the two programs' main files goes into one archive that the
 # programs and the unit tests link against.
-MAINS   := gateway/sluiced.c gateway/sluice.c
+MAINS   := gateway/sluiced.c gateway/sluice.c gateway/cni.c
 LIBSRC  := $(filter-out $(MAINS),$(wildcard gateway/*.c nfq/*.c dns/*.c store/*.c))
 LIBOBJ  := $(LIBSRC:%.c=$(B)/%.o)
 UNITSRC := $(wildcard tests/unit/test_*.c)
 UNITBIN := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
 
-all: $(B)/sluiced $(B)/sluice
+all: $(B)/sluiced $(B)/sluice $(B)/sluice-cni
 
 .SECONDEXPANSION:
 
@@ -51,6 +52,10 @@ $(B)/sluice: $(B)/gateway/sluice.o $(B)/libsluice.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(B)/sluice-cni: $(B)/gateway/cni.o $(B)/libsluice.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 $(B)/tests/%: tests/unit/%.c $(B)/libsluice.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
@@ -67,6 +72,10 @@ unit: $(UNITBIN)
 scenarios: all
 	$(Q)sh tests/run-scenarios.sh
 
+# One scenario per attack technique (also run by `make test`).
+adversarial: all
+	$(Q)DIR=$(CURDIR)/tests/adversarial sh tests/run-scenarios.sh
+
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 ASAN_SCENARIOS ?= [1-4]*
@@ -81,6 +90,7 @@ test: deps
 	$(Q)sh tests/run-scenarios.sh
 	@echo "== scenarios $(ASAN_SCENARIOS) again, with sluiced and sluice under ASan+UBSan"
 	$(Q)SLUICED=$(CURDIR)/build-asan/sluiced SLUICE=$(CURDIR)/build-asan/sluice \
+	    SLUICE_CNI=$(CURDIR)/build-asan/sluice-cni \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	    SCENARIOS='$(ASAN_SCENARIOS)' sh tests/run-scenarios.sh
 
@@ -139,12 +149,14 @@ install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(B)/sluiced $(DESTDIR)$(SBINDIR)/sluiced
 	install -m 0755 $(B)/sluice $(DESTDIR)$(BINDIR)/sluice
+	install -d $(DESTDIR)$(CNIBINDIR)
+	install -m 0755 $(B)/sluice-cni $(DESTDIR)$(CNIBINDIR)/sluice-cni
 	install -m 0644 deploy/man/*.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 deploy/man/*.5 $(DESTDIR)$(MANDIR)/man5/
 
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps unit scenarios test demo asan fuzz install clean
+.PHONY: all deps unit scenarios adversarial test demo asan fuzz install clean
 
--include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d
+-include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d $(B)/gateway/cni.d

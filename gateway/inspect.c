@@ -40,6 +40,8 @@ struct hold {
 	struct nfq_http_stream	*http;
 	struct nfq_class_flow	*cls;
 	struct nfq_http_head	 first;		/* HTTP: the first request */
+	bool			 ts_on;		/* the SYN carried timestamps */
+	uint32_t		 ts_max;	/* the newest TSval seen */
 	uint8_t			*cap[GW_HOLD_CAPTURE];	/* --capture-denied */
 	uint16_t		 caplen[GW_HOLD_CAPTURE];
 	size_t			 ncap;
@@ -438,6 +440,29 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 {
 	uint32_t seq;
 	enum nfq_reasm_result rr;
+	struct nfq_tcp_opts o;
+
+	/*
+	 * Only bytes the server will take too may be read: a segment it
+	 * drops (a signature it does not expect, a timestamp older than
+	 * one it saw, IP options) could show the gateway one name while a
+	 * later segment at the same place shows the server another.
+	 */
+	nfq_tcp_options(t->tcp_opts, t->tcp_optlen, &o);
+	if (t->l4_len > 0 && (o.signature || o.malformed || t->ip_hlen > 20)) {
+		add_id(gw, h, pkt->id);
+		deny_hold(gw, sb, h, h->kind == HOLD_TLS ? GW_R_MALFORMED_TLS :
+		    GW_R_MALFORMED_HTTP, NULL, NULL);
+		return false;
+	}
+	if (t->l4_len > 0 && h->ts_on &&
+	    (!o.has_ts || (int32_t)(o.tsval - h->ts_max) < 0)) {
+		/* PAWS would drop it at the server: so do we, unread */
+		(void)nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+		return false;
+	}
+	if (o.has_ts && (int32_t)(o.tsval - h->ts_max) > 0)
+		h->ts_max = o.tsval;
 
 	if (h->nids == GW_HOLD_PKTS) {
 		add_id(gw, h, pkt->id);		/* so it gets the reset */
@@ -517,9 +542,18 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->t = *t;
 	h->t.l4_payload = NULL;
 	h->t.l4_len = 0;
+	h->t.tcp_opts = NULL;
+	h->t.tcp_optlen = 0;
 	h->syn = *d;
 	h->last_ms = now;
 	nfq_reasm_init(h->reasm, t->tcp_seq + 1);
+	{
+		struct nfq_tcp_opts o;
+
+		nfq_tcp_options(t->tcp_opts, t->tcp_optlen, &o);
+		h->ts_on = o.has_ts;
+		h->ts_max = o.tsval;
+	}
 	if (gw->classifier != NULL)
 		h->cls = nfq_class_flow_new(gw->classifier);
 	b = key_hash(hs, &key);

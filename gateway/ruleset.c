@@ -46,6 +46,10 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    ":OUTPUT ACCEPT [0:0]\n"
 	    ":POSTROUTING ACCEPT [0:0]\n"
 	    "-A PREROUTING -j CONNMARK --restore-mark --nfmask 0x%x --ctmask 0x%x\n"
+	    /* every sandbox packet leaves with the same TTL: a segment that
+	     * would expire between the gateway and the server (seen by the
+	     * gateway, never by the server) cannot be built */
+	    "-A FORWARD -i " GW_SB_IF_PREFIX "+ -j TTL --ttl-set 64\n"
 	    /* allow and inspect marks go onto the connection */
 	    "-A INPUT -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    "-A POSTROUTING -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
@@ -62,6 +66,17 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    ":FORWARD DROP [0:0]\n"
 	    ":OUTPUT ACCEPT [0:0]\n"
 	    ":sluice-sandbox - [0:0]\n"
+	    /* The gateway's own ICMP errors must not become a channel: a
+	     * reset it sends to an address nobody answers ARP for turns into
+	     * a host-unreachable carrying bytes the sandbox chose, addressed
+	     * to the denied destination. Towards the uplink only
+	     * "fragmentation needed" may leave; towards sandboxes, not
+	     * host/net-unreachable (the REJECT rules' own replies are
+	     * admin-prohibited and resets). */
+	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -m icmp --icmp-type fragmentation-needed -j ACCEPT\n"
+	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -j DROP\n"
+	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p icmp -m icmp --icmp-type host-unreachable -j DROP\n"
+	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p icmp -m icmp --icmp-type network-unreachable -j DROP\n"
 	    "-A INPUT -i lo -j ACCEPT\n"
 	    "-A INPUT -m conntrack --ctstate INVALID -j DROP\n"
 	    /* the gateway's resolver: it tells sandboxes apart by their

@@ -123,7 +123,12 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		gw->denied_unlogged++;
 		(void)gw_log_flow(gw, sb, &t, &d, NULL);
 	}
-	if (d.verdict == GW_DENY) {
+	if (d.verdict == GW_DENY && d.reason == GW_R_SPOOFED_SOURCE) {
+		/* a forged source gets no answer at all: a reset sent to
+		 * an address the sandbox picked is a reflector */
+		verdict = NF_DROP;
+		mark = GW_MARK_DENY;
+	} else if (d.verdict == GW_DENY) {
 		/* repeat the hook with the deny mark: the ruleset rejects it
 		 * (RST for TCP) so the client fails at once */
 		verdict = NF_REPEAT;

@@ -85,6 +85,10 @@ struct nfq_tuple {
 	uint16_t	 dport;
 	uint8_t		 tcp_flags;	/* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
 	uint32_t	 tcp_seq;	/* TCP: sequence number, host order */
+	const uint8_t	*tcp_opts;	/* TCP: the options, into the buffer */
+	size_t		 tcp_optlen;
+	uint8_t		 ip_hlen;	/* the IPv4 header's length in bytes */
+	uint8_t		 ttl;
 	uint8_t		 icmp_type;	/* ICMP */
 	uint8_t		 icmp_code;
 	const uint8_t	*l4_payload;	/* into the packet buffer */
@@ -109,6 +113,20 @@ enum nfq_parse_error nfq_packet_parse(const uint8_t *buf, size_t len,
     struct nfq_tuple *t);
 
 const char *nfq_parse_error_str(enum nfq_parse_error e);
+
+/*
+ * The TCP options that matter to a middlebox reading the stream: whether
+ * the segment carries an MD5 (19) or AO (29) signature, which a server
+ * that does not expect one drops; and its timestamp (8), which the server
+ * checks against the newest it has seen (PAWS). Pure.
+ */
+struct nfq_tcp_opts {
+	bool		 signature;	/* MD5 or AO */
+	bool		 has_ts;
+	uint32_t	 tsval;
+	bool		 malformed;	/* an option's length runs past the end */
+};
+void nfq_tcp_options(const uint8_t *opts, size_t len, struct nfq_tcp_opts *o);
 
 /* "tcp", "udp", "icmp" or "ip" (static strings). */
 const char *nfq_proto_name(uint8_t proto);

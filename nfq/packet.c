@@ -33,6 +33,8 @@ parse_tcp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
 	t->dport = get_be16(l4 + 2);
 	t->tcp_flags = l4[13];
 	t->tcp_seq = (uint32_t)get_be16(l4 + 4) << 16 | get_be16(l4 + 6);
+	t->tcp_opts = l4 + TCP_MIN_HLEN;
+	t->tcp_optlen = hlen - TCP_MIN_HLEN;
 	t->l4_payload = l4 + hlen;
 	t->l4_len = l4len - hlen;
 	return NFQ_PARSE_OK;
@@ -97,6 +99,8 @@ nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
 		return NFQ_PARSE_FRAGMENT;
 
 	t->proto = buf[9];
+	t->ip_hlen = (uint8_t)hlen;
+	t->ttl = buf[8];
 	memcpy(&t->saddr, buf + 12, sizeof(t->saddr));
 	memcpy(&t->daddr, buf + 16, sizeof(t->daddr));
 
@@ -144,5 +148,36 @@ nfq_proto_name(uint8_t proto)
 		return "icmp";
 	default:
 		return "ip";
+	}
+}
+
+void
+nfq_tcp_options(const uint8_t *opts, size_t len, struct nfq_tcp_opts *o)
+{
+	size_t i = 0, olen;
+
+	memset(o, 0, sizeof(*o));
+	while (i < len) {
+		uint8_t kind = opts[i];
+
+		if (kind == 0)			/* end of options */
+			break;
+		if (kind == 1) {		/* no-op */
+			i++;
+			continue;
+		}
+		if (i + 1 >= len || (olen = opts[i + 1]) < 2 || i + olen > len) {
+			o->malformed = true;
+			return;
+		}
+		if (kind == 19 || kind == 29)
+			o->signature = true;
+		if (kind == 8 && olen == 10) {
+			o->has_ts = true;
+			o->tsval = (uint32_t)opts[i + 2] << 24 |
+			    (uint32_t)opts[i + 3] << 16 |
+			    (uint32_t)opts[i + 4] << 8 | opts[i + 5];
+		}
+		i += olen;
 	}
 }

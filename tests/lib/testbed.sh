@@ -795,3 +795,85 @@ tb_done() {
 	fi
 	exit $rc
 }
+
+# ================================================================
+# Adversarial suite helpers (tests/adversarial/*.sh). Added at the end,
+# kept apart: nothing above depends on them.
+# ================================================================
+
+# tb_sandbox_field NAME FIELD: a field of sandbox "${P}-NAME" from
+# `sluice sandbox list -j` (addr without its prefix length).
+tb_sandbox_field() {
+	tb_sluice sandbox list -j | "$TB_PY" -c 'import json, sys
+want, field = sys.argv[1], sys.argv[2]
+for s in json.load(sys.stdin):
+    if s["name"] == want:
+        v = str(s[field])
+        print(v.split("/")[0] if field == "addr" else v)' "${P}-$1" "$2"
+}
+
+# tb_attacker_payload_bytes [KEY=VALUE...]: payload bytes (the sniffer's
+# "len") of the packets that reached the attacker and match every
+# filter, e.g. proto=tcp; fragments count with proto=frag.
+tb_attacker_payload_bytes() {
+	local -
+	set +e
+	"$TB_PY" - "$TB_DIR/attacker.packets" "$@" <<'PYEOF'
+import json, sys
+want = [a.split("=", 1) for a in sys.argv[2:]]
+n = 0
+try:
+    f = open(sys.argv[1], encoding="ascii", errors="replace")
+except OSError:
+    print(0)
+    sys.exit(0)
+for line in f:
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if all(("-" if r.get(k) is None else str(r.get(k))) == v for k, v in want):
+        n += int(r.get("len") or 0)
+print(n)
+PYEOF
+}
+
+# tb_upstream_queries [ERE]: queries the upstream dnsmasq logged (all of
+# them, or those whose name matches ERE, case-insensitive).
+tb_upstream_queries() {
+	local re=${1:-.}
+	grep -E 'query\[[A-Za-z0-9]+\] ' "$TB_DIR/dns.log" 2>/dev/null |
+	    sed -E 's/.*query\[[A-Za-z0-9]+\] ([^ ]*) from .*/\1/' |
+	    grep -Eci -- "$re"
+}
+
+# tb_dnsmasq_restart ARGS...: restarts the bed's dnsmasq with its own
+# command line plus ARGS (extra records for one scenario, e.g.
+# --cname=x.test,y.test) and waits until it answers again. Its pid file
+# names the process; the command line is read from /proc.
+tb_dnsmasq_restart() {
+	local -
+	set +e
+	local pid _
+	local -a args=()
+	pid=$(cat "$TB_DIR/dnsmasq.pid" 2>/dev/null)
+	if [ -z "$pid" ] || [ ! -r "/proc/$pid/cmdline" ]; then
+		echo "testbed: no dnsmasq to restart" >&2
+		return 1
+	fi
+	mapfile -d '' -t args < "/proc/$pid/cmdline"
+	kill -TERM "$pid"
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	_tb_bg "$TB_NETNS_INET" dnsmasq "$TB_DIR/dnsmasq.out" "${args[@]}" "$@"
+	_tb_wait_for "dnsmasq (restarted)" "$TB_DIR/dnsmasq.out $TB_DIR/dns.log" \
+	    _tb_dns_answers || return 1
+	: > "$TB_DIR/dns.log"
+}
+
+# tb_gw_if NAME: the gateway-side interface of sandbox "${P}-NAME".
+tb_gw_if() {
+	tb_sandbox_field "$1" ifname
+}

@@ -1,0 +1,81 @@
+#!/bin/bash
+# 21-tcp-insertion: a first flight the gateway reads but the server throws
+# away (an insertion attack, Ptacek & Newsham 1998). The sandbox sends a
+# decoy ClientHello (or HTTP request head) for the allowed a.test in a
+# segment the server's TCP drops on arrival — it carries a TCP-MD5 option
+# the server has no key for (Linux drops it: TCPMD5Unexpected), or a
+# timestamp older than the one the server holds (PAWS) — and then the real
+# one, for b.test, over the same sequence numbers. b.test lives on a.test's
+# address (a shared host, a CDN edge) and is not allowed.
+#
+# What must hold: the server never serves b.test, and the flow is denied.
+# sluice reads only segments the server will take too: a signed segment
+# (MD5/AO), one with IP options, or one whose timestamp is older than the
+# newest seen (PAWS) is refused or dropped unread; every sandbox packet
+# leaves with TTL 64, so none can expire between the gateway and the server.
+# What sluice does today: it decides on the decoy, marks the connection
+# allowed, and the real hello passes in the kernel without being read (for
+# HTTP, the rewritten bytes lie behind the consumed stream and are released
+# unread): the server serves b.test, and the log says a.test. This scenario
+# FAILS until that is fixed. A wrong checksum, the same trick one layer
+# down, is caught by conntrack (the control at the end).
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init adv-tcp-insertion
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
+tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
+raw() { tb_in a "$TB_PY" "$TB_LIB/rawtcp.py" "$TB_ADDR_HTTPS" "$@" --sni a.test --sni2 b.test; }
+# not_served OUT WORD: the client saw something, and not WORD
+not_served() { [ -n "$1" ] && ! printf '%s' "$1" | grep -q -- "$2"; }
+md5_drops() {
+	ip netns exec "$TB_NETNS_INET" nstat -az TcpExtTCPMD5Unexpected |
+	    awk '$1 == "TcpExtTCPMD5Unexpected" { print $2 }'
+}
+
+# TLS: the certificate the server sends back says which name it served
+m0=$(md5_drops)
+for trick in md5 paws; do
+	out=$(raw 443 insert --trick $trick)
+	tb_check "TLS, decoy dropped by the server ($trick): b.test is not served ($out)" \
+	    not_served "$out" cert=b.test
+done
+# sluice refuses a signed segment it was not told about before it is
+# forwarded: the server never even sees the decoy
+tb_check "the MD5 decoy never reached the server (TcpExtTCPMD5Unexpected unchanged)" \
+    [ "$(md5_drops)" = "${m0:-0}" ]
+
+# HTTP on port 80: nginx logs the Host it answered for
+for trick in md5 paws; do
+	out=$(raw 80 insert --trick $trick --http)
+	tb_check "HTTP, decoy dropped by the server ($trick): b.test is not served ($out)" \
+	    not_served "$out" host=b.test
+done
+sleep 0.3
+tb_assert_eq "$(grep -c 'host=b.test' "$TB_DIR/nginx.access.log")" 0 \
+    "nginx answered no request for b.test"
+
+# the control: a decoy with a wrong TCP checksum never reaches the queue
+# (conntrack marks it INVALID), so the real hello is read and refused
+tb_assert_eq "$(raw 443 insert --trick badsum)" "result=reset" \
+    "a decoy with a bad checksum: the real hello is read and refused"
+
+tb_wait_rows "SELECT count(*) FROM flows" 5 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict FROM flows ORDER BY id")" \
+"443|deny
+443|deny
+80|deny
+80|deny
+443|deny" "every inserted flow is denied"
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE verdict = 'allow'
+    AND (sni = 'a.test' OR http_host = 'a.test')")" 0 \
+    "and no row claims a.test for a connection that served b.test"
+tb_assert_eq "$(tb_sql "SELECT reason, sni FROM flows ORDER BY id DESC LIMIT 1")" \
+    "sni_not_allowed|b.test" "the bad-checksum control's row: the real SNI, refused"
+tb_assert_eq "$(tb_attacker_packet_count)" 0 "the attacker received nothing"
+tb_assert_eq "$(tb_upstream_queries)" 1 "the upstream saw only the a.test lookup"
+tb_done

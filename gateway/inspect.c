@@ -41,6 +41,9 @@ struct hold {
 	struct nfq_class_flow	*cls;
 	struct nfq_http_head	 first;		/* HTTP: the first request */
 	bool			 ts_on;		/* the SYN carried timestamps */
+	uint64_t		 allowed_until;	/* TLS, decided: packets queued
+						 * before the allow mark reached
+						 * the connection go with it */
 	uint32_t		 ts_max;	/* the newest TSval seen */
 	uint8_t			*cap[GW_HOLD_CAPTURE];	/* --capture-denied */
 	uint16_t		 caplen[GW_HOLD_CAPTURE];
@@ -358,11 +361,21 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	}
 	/* decided: the rest of the connection stays in the kernel — unless
 	 * it cannot be logged, in which case it does not pass at all */
-	if (log_hold(gw, sb, h, &d, &hello, NULL) == -1)
+	if (log_hold(gw, sb, h, &d, &hello, NULL) == -1) {
 		reject(gw, h);
-	else
-		release(gw, h, GW_MARK_ALLOW);
-	hold_free(gw, h);
+		hold_free(gw, h);
+		return;
+	}
+	release(gw, h, GW_MARK_ALLOW);
+	/*
+	 * Segments the client sent right behind the hello may already be
+	 * queued with the inspect mark: for a moment they follow the
+	 * verdict instead of meeting no state.
+	 */
+	h->allowed_until = now + GW_FLOW_ALLOW_TTL_MS;
+	free(h->reasm);
+	h->reasm = NULL;
+	h->nids = 0;
 }
 
 /* ---- HTTP ---------------------------------------------------------- */
@@ -620,6 +633,12 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		}
 		return;
 	}
+	if (h->allowed_until != 0) {
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    GW_MARK_ALLOW) == -1)
+			log_warn("verdict");
+		return;
+	}
 	h->last_ms = now;
 	classify(gw, h, pkt, now);
 	if (t->tcp_flags & TH_RST) {
@@ -670,6 +689,8 @@ gw_inspect_timeout(struct gw *gw, uint64_t now)
 			continue;
 		if (h->deadline != 0 && h->deadline < next)
 			next = h->deadline;
+		if (h->allowed_until != 0 && h->allowed_until < next)
+			next = h->allowed_until;
 		if (h->last_ms + GW_HOLD_IDLE_MS < next)
 			next = h->last_ms + GW_HOLD_IDLE_MS;
 	}
@@ -689,6 +710,11 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 
 		if (!h->used)
 			continue;
+		if (h->allowed_until != 0) {
+			if (h->allowed_until <= now)
+				hold_free(gw, h);
+			continue;
+		}
 		sb = gw_sandbox_by_ifindex(gw, h->key.ifindex);
 		if (h->deadline != 0 && h->deadline <= now && h->nids > 0) {
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);

@@ -208,113 +208,248 @@ handle(struct gw *gw, json_t *req)
 	return error_reply("invalid", err);
 }
 
-/* Reads one "\n"-terminated request, bounded in size and time. */
-static char *
-read_request(int fd, size_t *lenp)
+/*
+ * Clients are served inside the event loop without ever blocking it: each
+ * connection is read as bytes arrive, answered when its line is complete,
+ * and written as the socket takes it. A client that is slow or silent
+ * costs a slot, not the gateway's time: after CTL_IO_MS it is dropped.
+ */
+#define CTL_CLIENTS	16
+
+struct ctl_client {
+	int		 fd;		/* -1: free */
+	char		*in;
+	size_t		 inlen, incap;
+	char		*out;		/* the reply, once made */
+	size_t		 outlen, outoff;
+	uint64_t	 deadline;
+};
+
+static struct ctl_client clients[CTL_CLIENTS];
+static bool clients_ready;
+
+static void
+client_close(struct ctl_client *c)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = malloc(cap);
-
-	if (buf == NULL)
-		return NULL;
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&pfd, 1, CTL_IO_MS) <= 0)
-			break;
-		if (len == cap) {
-			char *nb;
-
-			if (cap >= CTL_MSG_MAX)
-				break;
-			cap *= 2;
-			if ((nb = realloc(buf, cap)) == NULL)
-				break;
-			buf = nb;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n == -1 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (memchr(buf + len - (size_t)n, '\n', (size_t)n) != NULL) {
-			*lenp = len;
-			return buf;
-		}
-	}
-	free(buf);
-	return NULL;
+	if (c->fd != -1)
+		close(c->fd);
+	free(c->in);
+	free(c->out);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
 }
 
 static void
-write_reply(int fd, json_t *reply)
+client_reply(struct ctl_client *c, json_t *reply)
 {
-	char *s = json_dumps(reply, JSON_COMPACT);
-	size_t len, off = 0;
+	char *s;
 
-	if (s == NULL)
+	if (reply == NULL)
+		reply = error_reply("failed", "out of memory");
+	s = json_dumps(reply, JSON_COMPACT);
+	json_decref(reply);
+	if (s == NULL) {
+		client_close(c);
 		return;
-	len = strlen(s);
-	s[len] = '\0';
-	while (off < len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-		ssize_t n;
-
-		if (poll(&pfd, 1, CTL_IO_MS) <= 0)
-			break;
-		n = write(fd, s + off, len - off);
-		if (n == -1 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
 	}
-	if (off == len)
-		(void)!write(fd, "\n", 1);
-	free(s);
+	c->outlen = strlen(s) + 1;
+	c->out = realloc(s, c->outlen + 1);
+	if (c->out == NULL) {
+		free(s);
+		client_close(c);
+		return;
+	}
+	c->out[c->outlen - 1] = '\n';
+	c->outoff = 0;
+}
+
+static void
+client_request(struct gw *gw, struct ctl_client *c)
+{
+	json_error_t jerr;
+	json_t *req;
+
+	if ((req = json_loadb(c->in, c->inlen, JSON_DISABLE_EOF_CHECK |
+	    JSON_REJECT_DUPLICATES, &jerr)) == NULL || !json_is_object(req)) {
+		json_decref(req);
+		client_reply(c, error_reply("invalid",
+		    "request is not a JSON object"));
+		return;
+	}
+	client_reply(c, handle(gw, req));
+	json_decref(req);
+}
+
+static void
+client_io(struct gw *gw, struct ctl_client *c, short revents)
+{
+	ssize_t n;
+
+	if (c->out != NULL) {
+		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+			return;
+		n = write(c->fd, c->out + c->outoff, c->outlen - c->outoff);
+		if (n > 0)
+			c->outoff += (size_t)n;
+		if ((n < 0 && errno != EAGAIN && errno != EINTR) ||
+		    c->outoff == c->outlen)
+			client_close(c);
+		return;
+	}
+	if (!(revents & (POLLIN | POLLERR | POLLHUP)))
+		return;
+	if (c->inlen == c->incap) {
+		char *nb;
+
+		if (c->incap >= CTL_MSG_MAX) {
+			client_reply(c, error_reply("invalid", "request too long"));
+			return;
+		}
+		c->incap = c->incap ? c->incap * 2 : 4096;
+		if ((nb = realloc(c->in, c->incap)) == NULL) {
+			client_close(c);
+			return;
+		}
+		c->in = nb;
+	}
+	n = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (c->inlen > 0)
+			client_reply(c, error_reply("invalid",
+			    "no complete request"));
+		else
+			client_close(c);
+		return;
+	}
+	c->inlen += (size_t)n;
+	if (memchr(c->in + c->inlen - (size_t)n, '\n', (size_t)n) != NULL)
+		client_request(gw, c);
+}
+
+/*
+ * root, or a member of the socket's group — as primary group, or as a
+ * supplementary one, read from the peer's /proc/PID/status (SO_PEERCRED
+ * carries only the primary group).
+ */
+static bool
+peer_allowed(const struct ucred *cred)
+{
+	char path[64], line[1024];
+	bool ok = false;
+	FILE *f;
+
+	if (cred->uid == 0 || cred->gid == ctl_gid)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)cred->pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return false;
+	while (!ok && fgets(line, sizeof(line), f) != NULL) {
+		char *p = line + 7, *end;
+
+		if (strncmp(line, "Groups:", 7) != 0)
+			continue;
+		for (;;) {
+			unsigned long g;
+
+			errno = 0;
+			g = strtoul(p, &end, 10);
+			if (end == p || errno != 0)
+				break;
+			if ((gid_t)g == ctl_gid)
+				ok = true;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return ok;
 }
 
 void
-gw_control_accept(struct gw *gw)
+gw_control_accept(struct gw *gw, uint64_t now_ms)
 {
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	json_error_t jerr;
-	json_t *req, *reply;
-	size_t len = 0;
-	char *buf;
+	struct ctl_client *c = NULL;
+	size_t i;
 	int fd;
 
+	if (!clients_ready) {
+		for (i = 0; i < CTL_CLIENTS; i++)
+			clients[i].fd = -1;
+		clients_ready = true;
+	}
 	fd = accept4(gw->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd == -1) {
 		if (errno != EAGAIN && errno != EINTR)
 			log_warn("control accept");
 		return;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1 ||
-	    (cred.uid != 0 && cred.gid != ctl_gid)) {
-		reply = error_reply("failed", "permission denied");
-		write_reply(fd, reply);
-		json_decref(reply);
+	for (i = 0; i < CTL_CLIENTS; i++)
+		if (clients[i].fd == -1) {
+			c = &clients[i];
+			break;
+		}
+	if (c == NULL) {
+		/* all slots taken: busy, come back (the CLI says so) */
 		close(fd);
 		return;
 	}
-	if ((buf = read_request(fd, &len)) == NULL) {
-		reply = error_reply("invalid", "no complete request");
-	} else if ((req = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK |
-	    JSON_REJECT_DUPLICATES, &jerr)) == NULL || !json_is_object(req)) {
-		json_decref(req);
-		reply = error_reply("invalid", "request is not a JSON object");
-	} else {
-		reply = handle(gw, req);
-		json_decref(req);
+	c->fd = fd;
+	c->deadline = now_ms + CTL_IO_MS;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1 ||
+	    !peer_allowed(&cred))
+		client_reply(c, error_reply("failed", "permission denied"));
+}
+
+size_t
+gw_control_pollfds(struct pollfd *pfd, size_t max)
+{
+	size_t i, n = 0;
+
+	for (i = 0; clients_ready && i < CTL_CLIENTS && n < max; i++) {
+		if (clients[i].fd == -1)
+			continue;
+		pfd[n].fd = clients[i].fd;
+		pfd[n].events = clients[i].out ? POLLOUT : POLLIN;
+		pfd[n].revents = 0;
+		n++;
 	}
-	free(buf);
-	if (reply == NULL)
-		reply = error_reply("failed", "out of memory");
-	write_reply(fd, reply);
-	json_decref(reply);
-	close(fd);
+	return n;
+}
+
+void
+gw_control_process(struct gw *gw, const struct pollfd *pfd, size_t n,
+    uint64_t now_ms)
+{
+	size_t i, k;
+
+	for (k = 0; k < n; k++) {
+		if (pfd[k].revents == 0)
+			continue;
+		for (i = 0; i < CTL_CLIENTS; i++)
+			if (clients[i].fd == pfd[k].fd) {
+				client_io(gw, &clients[i], pfd[k].revents);
+				break;
+			}
+	}
+	for (i = 0; clients_ready && i < CTL_CLIENTS; i++)
+		if (clients[i].fd != -1 && clients[i].deadline <= now_ms)
+			client_close(&clients[i]);
+}
+
+int
+gw_control_timeout(uint64_t now_ms)
+{
+	uint64_t next = UINT64_MAX;
+	size_t i;
+
+	for (i = 0; clients_ready && i < CTL_CLIENTS; i++)
+		if (clients[i].fd != -1 && clients[i].deadline < next)
+			next = clients[i].deadline;
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now_ms ? 0 : (int)(next - now_ms);
 }

@@ -3,6 +3,7 @@
 #define SLUICE_GW_H
 
 #include <net/if.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -187,7 +188,12 @@ void gw_dns_close(struct gw *gw);
 
 /* control.c */
 int gw_control_open(struct gw *gw, char *err, size_t errlen);
-void gw_control_accept(struct gw *gw);
+void gw_control_accept(struct gw *gw, uint64_t now_ms);
+/* clients being served: their descriptors, their I/O, their deadlines */
+size_t gw_control_pollfds(struct pollfd *pfd, size_t max);
+void gw_control_process(struct gw *gw, const struct pollfd *pfd, size_t n,
+    uint64_t now_ms);
+int gw_control_timeout(uint64_t now_ms);
 void gw_control_close(struct gw *gw);
 
 #endif

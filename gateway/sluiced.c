@@ -339,9 +339,9 @@ main(int argc, char **argv)
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
 
 	while (running) {
-		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX];
-		size_t ndns;
-		int timeout, itimeout;
+		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16];
+		size_t ndns, nctl;
+		int timeout, itimeout, ctimeout;
 
 		pfd[0] = (struct pollfd){ .fd = nfq_queue_fd(gw.queue), .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = gw.ctl_fd, .events = POLLIN };
@@ -349,12 +349,16 @@ main(int argc, char **argv)
 		pfd[3] = (struct pollfd){ .fd = gw.ct ? nfq_ct_fd(gw.ct) : -1,
 		    .events = POLLIN };
 		ndns = dns_resolver_pollfds(gw.resolver, pfd + 4,
-		    sizeof(pfd) / sizeof(pfd[0]) - 4);
+		    sizeof(pfd) / sizeof(pfd[0]) - 4 - 16);
+		nctl = gw_control_pollfds(pfd + 4 + ndns, 16);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
 		itimeout = gw_inspect_timeout(&gw, now_ms());
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
 			timeout = itimeout;
-		if (poll(pfd, 4 + ndns, timeout) == -1) {
+		ctimeout = gw_control_timeout(now_ms());
+		if (ctimeout >= 0 && (timeout < 0 || ctimeout < timeout))
+			timeout = ctimeout;
+		if (poll(pfd, 4 + ndns + nctl, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -368,8 +372,9 @@ main(int argc, char **argv)
 		if (pfd[3].revents & POLLIN)
 			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
 		store_watch(&gw);
+		gw_control_process(&gw, pfd + 4 + ndns, nctl, now_ms());
 		if (pfd[1].revents & POLLIN)
-			gw_control_accept(&gw);
+			gw_control_accept(&gw, now_ms());
 		if (pfd[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

@@ -88,6 +88,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)sh tests/run-scenarios.sh
+	$(Q)DIR=$(CURDIR)/tests/adversarial sh tests/run-scenarios.sh
 	@echo "== scenarios $(ASAN_SCENARIOS) again, with sluiced and sluice under ASan+UBSan"
 	$(Q)SLUICED=$(CURDIR)/build-asan/sluiced SLUICE=$(CURDIR)/build-asan/sluice \
 	    SLUICE_CNI=$(CURDIR)/build-asan/sluice-cni \

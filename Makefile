@@ -146,6 +146,19 @@ fuzz:
 		fi; \
 	done
 
+# The benchmark (issue 8): sluice against plain forwarding, conntrack,
+# tinyproxy and dnsmasq, in namespaces; about 7 minutes on 2 CPUs. Writes
+# tests/bench/results/latest.md (and latest.jsonl, perf-sluiced.txt).
+$(B)/connbench: tests/bench/connbench.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all $(B)/connbench
+	$(Q)SLUICED=$(abspath $(B))/sluiced SLUICE=$(abspath $(B))/sluice \
+	    CONNBENCH=$(abspath $(B))/connbench bash tests/bench/run.sh
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(B)/sluiced $(DESTDIR)$(SBINDIR)/sluiced
@@ -158,6 +171,6 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps unit scenarios adversarial test demo asan fuzz install clean
+.PHONY: all deps unit scenarios adversarial test demo asan fuzz bench install clean
 
 -include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d $(B)/gateway/cni.d

@@ -29,6 +29,9 @@
  * denied. */
 #define GW_HOLD_MAX	1024		/* flows under inspection at once */
 #define GW_HOLD_PKTS	64		/* packets held per flow */
+#define GW_HOLD_PER_SANDBOX	256	/* of GW_HOLD_MAX, for one sandbox */
+#define GW_HOLD_SILENT_MS	10000	/* a flow that never sends its first
+					 * flight gives its slot back */
 #define GW_HOLD_MS	3000		/* a first flight must complete in */
 #define GW_HOLD_CAPTURE	8		/* packets of a held flow kept for
 					 * --capture-denied */

@@ -41,9 +41,6 @@ struct hold {
 	struct nfq_class_flow	*cls;
 	struct nfq_http_head	 first;		/* HTTP: the first request */
 	bool			 ts_on;		/* the SYN carried timestamps */
-	uint64_t		 allowed_until;	/* TLS, decided: packets queued
-						 * before the allow mark reached
-						 * the connection go with it */
 	uint32_t		 ts_max;	/* the newest TSval seen */
 	uint8_t			*cap[GW_HOLD_CAPTURE];	/* --capture-denied */
 	uint16_t		 caplen[GW_HOLD_CAPTURE];
@@ -369,13 +366,12 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	release(gw, h, GW_MARK_ALLOW);
 	/*
 	 * Segments the client sent right behind the hello may already be
-	 * queued with the inspect mark: for a moment they follow the
-	 * verdict instead of meeting no state.
+	 * queued with the inspect mark: for a moment they follow the verdict
+	 * (from the flow table, not a hold slot) instead of meeting no state.
 	 */
-	h->allowed_until = now + GW_FLOW_ALLOW_TTL_MS;
-	free(h->reasm);
-	h->reasm = NULL;
-	h->nids = 0;
+	nfq_flows_insert(gw->flows, &h->key, now, GW_FLOW_ALLOW_TTL_MS,
+	    NF_ACCEPT, GW_MARK_ALLOW);
+	hold_free(gw, h);
 }
 
 /* ---- HTTP ---------------------------------------------------------- */
@@ -534,6 +530,16 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 		hold_free(gw, h);	/* a reused 4-tuple: start afresh */
 	if (hs->n == GW_HOLD_MAX)
 		return -1;
+	{
+		/* one sandbox cannot take every slot from the others */
+		size_t mine = 0;
+
+		for (i = 0; i < GW_HOLD_MAX; i++)
+			if (hs->h[i].used && hs->h[i].key.ifindex == key.ifindex)
+				mine++;
+		if (mine >= GW_HOLD_PER_SANDBOX)
+			return -1;
+	}
 	for (i = 0; i < GW_HOLD_MAX && hs->h[i].used; i++)
 		;
 	h = &hs->h[i];
@@ -605,6 +611,17 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	key.dport = t->dport;
 	key.proto = t->proto;
 	h = hold_find(gw->holds, &key);
+	if (h == NULL) {
+		struct nfq_flow *fl = nfq_flows_lookup(gw->flows, &key, now);
+
+		/* just decided: follows its verdict */
+		if (fl != NULL && fl->mark == GW_MARK_ALLOW) {
+			if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT,
+			    true, GW_MARK_ALLOW) == -1)
+				log_warn("verdict");
+			return;
+		}
+	}
 	if (h == NULL && sb != NULL && t->proto == IPPROTO_TCP &&
 	    t->l4_len == 0) {
 		/* no bytes: the ACKs and FIN that end a connection whose
@@ -631,12 +648,6 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 			(void)nfq_queue_verdict(gw->queue, pkt->id, NF_REPEAT,
 			    true, GW_MARK_DENY);
 		}
-		return;
-	}
-	if (h->allowed_until != 0) {
-		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-		    GW_MARK_ALLOW) == -1)
-			log_warn("verdict");
 		return;
 	}
 	h->last_ms = now;
@@ -689,10 +700,8 @@ gw_inspect_timeout(struct gw *gw, uint64_t now)
 			continue;
 		if (h->deadline != 0 && h->deadline < next)
 			next = h->deadline;
-		if (h->allowed_until != 0 && h->allowed_until < next)
-			next = h->allowed_until;
-		if (h->last_ms + GW_HOLD_IDLE_MS < next)
-			next = h->last_ms + GW_HOLD_IDLE_MS;
+		if (h->last_ms + GW_HOLD_SILENT_MS < next)
+			next = h->last_ms + GW_HOLD_SILENT_MS;
 	}
 	if (next == UINT64_MAX)
 		return -1;
@@ -710,17 +719,14 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 
 		if (!h->used)
 			continue;
-		if (h->allowed_until != 0) {
-			if (h->allowed_until <= now)
-				hold_free(gw, h);
-			continue;
-		}
 		sb = gw_sandbox_by_ifindex(gw, h->key.ifindex);
 		if (h->deadline != 0 && h->deadline <= now && h->nids > 0) {
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
 			continue;
 		}
-		if (h->nids == 0 && h->last_ms + GW_HOLD_IDLE_MS <= now) {
+		if (h->nids == 0 && (h->last_ms + GW_HOLD_IDLE_MS <= now ||
+		    (h->reasm != NULL && h->reasm->contiguous == 0 &&
+		    !h->logged && h->last_ms + GW_HOLD_SILENT_MS <= now))) {
 			/* an idle connection: forget it; its next packet
 			 * finds no state and is refused */
 			if (!h->logged && sb != NULL)

@@ -45,6 +45,11 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    ":FORWARD ACCEPT [0:0]\n"
 	    ":OUTPUT ACCEPT [0:0]\n"
 	    ":POSTROUTING ACCEPT [0:0]\n"
+	    /* a SYN from a sandbox never inherits a connection's mark: a
+	     * 5-tuple reused while conntrack still holds the old entry
+	     * must be decided afresh (or, if conntrack does not see it as
+	     * new, dropped), never ride on the old verdict */
+	    "-A PREROUTING -i " GW_SB_IF_PREFIX "+ -p tcp --tcp-flags SYN,ACK SYN -j RETURN\n"
 	    "-A PREROUTING -j CONNMARK --restore-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    /* every sandbox packet leaves with the same TTL: a segment that
 	     * would expire between the gateway and the server (seen by the
@@ -93,8 +98,10 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    /* a denied inspected flow keeps its deny mark: all it sends
-	     * next is reset too */
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
+	     * next is reset too (a denied new flow does not: the reset's
+	     * conntrack entry must not refuse the next connection that
+	     * happens to reuse its 5-tuple without a decision) */
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -m conntrack --ctstate ESTABLISHED -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp -j REJECT --reject-with tcp-reset\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j REJECT --reject-with icmp-admin-prohibited\n"
 	    /* under inspection: every client packet (this chain sees only

@@ -73,6 +73,10 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	if (t.proto == IPPROTO_ICMP)
 		key.sport = t.icmp_type;
 	fl = nfq_flows_lookup(gw->flows, &key, now);
+	/* an allowed verdict never carries over to a TCP SYN: a new
+	 * connection on a reused 5-tuple is decided (and inspected) anew */
+	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW)
+		fl = NULL;
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same
 		 * verdict, no new row */

@@ -222,6 +222,17 @@ pct(const struct samples *s, double p)
 	return s->v[i];
 }
 
+static size_t
+count_above(const struct samples *s, uint32_t us)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->n; i++)
+		if (s->v[i] > us)
+			n++;
+	return n;
+}
+
 static void
 conn_end(int ep, struct conn *c, bool reset)
 {
@@ -564,10 +575,12 @@ main(int argc, char **argv)
 	printf("{\"mode\": \"%s\", \"conc\": %u, \"secs\": %.3f, \"target_rate\": %.1f, "
 	    "\"started\": %" PRIu64 ", \"ok\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
 	    "\"rate\": %.1f, \"lat_p50_us\": %u, \"lat_p90_us\": %u, "
-	    "\"lat_p99_us\": %u, \"connect_p50_us\": %u, \"connect_p99_us\": %u",
+	    "\"lat_p99_us\": %u, \"lat_max_us\": %u, \"slow_200ms\": %zu, "
+	    "\"connect_p50_us\": %u, \"connect_p99_us\": %u",
 	    o.mode == MODE_TLS ? "tls" : "http", o.conc, o.secs, o.rate,
 	    n_started, n_ok, nerr, (double)n_ok / o.secs,
-	    pct(&lat, 0.50), pct(&lat, 0.90), pct(&lat, 0.99),
+	    pct(&lat, 0.50), pct(&lat, 0.90), pct(&lat, 0.99), pct(&lat, 1.0),
+	    count_above(&lat, 200000),
 	    pct(&clat, 0.50), pct(&clat, 0.99));
 	for (i = 0; i < E_MAX; i++)
 		printf(", \"err_%s\": %" PRIu64, err_names[i], n_err[i]);

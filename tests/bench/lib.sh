@@ -7,9 +7,10 @@
 #   B0  ${P}-c0 10.214.0.2 ── ${P}-g0 (forwarding, no rules) ── 198.18.0.2 ─┐
 #   B1  ${P}-c1 10.214.1.2 ── ${P}-g1 (conntrack: established-accept,      │
 #                             NEW from the client, MASQUERADE) 198.18.0.6 ─┤
-#       P   tinyproxy on ${P}-g1 10.214.1.1:8888 (an explicit proxy)        ├─ ${P}-inet
 #       D   dnsmasq on ${P}-g1 10.214.1.1:53, no cache (forwards each query)│
-#       Dc  dnsmasq on ${P}-g1 10.214.1.1:5300, its default cache           │
+#       Dc  dnsmasq on ${P}-g1 10.214.1.1:5300, its default cache           ├─ ${P}-inet
+#   P   ${P}-c2 10.214.2.2 ── ${P}-g2 (B1's rules; tinyproxy on           │
+#                             10.214.2.1:8888, explicit proxy) 198.18.0.10 ─┤
 #   S   ${P}-s1 10.213.0.2 ── ${P}-gw (sluiced, a sandbox) ── 198.51.100.2 ┘
 #
 #   ${P}-inet: 192.0.2.10 nginx (2 workers, no access log): TLS a.test :443,
@@ -17,7 +18,12 @@
 #              authoritative for a.test (the upstream of sluiced, D, Dc).
 #
 # B0 needs the internet to route 10.214.0.0/30 back (no NAT); the others
-# NAT to their uplink address like sluiced does.
+# NAT to their uplink address like sluiced does. Each configuration has an
+# uplink address of its own: connections to one server from two sources
+# behind one address (B1's NAT and the proxy's own, say) reuse each
+# other's 4-tuples with unrelated TCP timestamps, and the server's
+# TIME_WAIT sockets drop those SYNs: 1 s retransmissions that would be
+# the bed's cost, not the configuration's.
 
 BENCH_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$BENCH_LIB/../lib/testbed.sh"
@@ -112,12 +118,33 @@ _bn_dns_answers() {
 	[ "$out" = "$BN_HTTPS" ]
 }
 
-# bn_bed_up: the internet, B0's and B1's chains, tinyproxy and the two
+# _bn_stateful NS: B1's ruleset: conntrack with established-accept, new
+# connections from the client side, NAT to the uplink address.
+_bn_stateful() {
+	ip netns exec "$1" iptables-restore <<'EOF'
+*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A POSTROUTING -o uplink -j MASQUERADE
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A FORWARD -i cli -m conntrack --ctstate NEW -j ACCEPT
+COMMIT
+EOF
+}
+
+# bn_bed_up: the internet, the B0, B1 and P chains, tinyproxy, the two
 # dnsmasq on B1's gateway, and the ClientHello every TLS client sends.
 bn_bed_up() {
 	local -
 	set +e
-	local inet=$TB_NETNS_INET g1="${P}-g1" a
+	local inet=$TB_NETNS_INET g1="${P}-g1" g2="${P}-g2" a
 	_bn_ns "$inet" || return 1
 	ip netns exec "$inet" sysctl -qw net.ipv4.ip_forward=1
 	for a in $BN_HTTPS $BN_IPERF $BN_DNS; do
@@ -138,45 +165,31 @@ bn_bed_up() {
 	_bn_gateway 0 || return 1
 	ip -n "$inet" route add 10.214.0.0/30 via 198.18.0.2
 	_bn_gateway 1 || return 1
-	ip netns exec "$g1" iptables-restore <<'EOF' || return 1
-*nat
-:PREROUTING ACCEPT [0:0]
-:INPUT ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
--A POSTROUTING -o uplink -j MASQUERADE
-COMMIT
-*filter
-:INPUT ACCEPT [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
--A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
--A FORWARD -i cli -m conntrack --ctstate NEW -j ACCEPT
-COMMIT
-EOF
+	_bn_gateway 2 || return 1
+	_bn_stateful "$g1" || return 1
+	_bn_stateful "$g2" || return 1
 
 	# P: tinyproxy on the gateway. It finds a.test in the namespace's
 	# hosts file, so a proxied connection costs it no DNS query (in its
 	# favour: sluice's clients resolve once, then connect many times).
-	mkdir -p "/etc/netns/$g1"
+	mkdir -p "/etc/netns/$g2"
 	printf '127.0.0.1 localhost\n%s %s\n' "$BN_HTTPS" "$BN_NAME" \
-	    > "/etc/netns/$g1/hosts"
+	    > "/etc/netns/$g2/hosts"
 	cat > "$TB_DIR/tinyproxy.conf" <<EOF
 User root
 Group root
 Port $BN_PROXY_PORT
-Listen 10.214.1.1
+Listen 10.214.2.1
 Timeout 30
 MaxClients 2048
 LogLevel Critical
 PidFile "$TB_DIR/tinyproxy.pid"
 DisableViaHeader Yes
-Allow 10.214.1.0/30
+Allow 10.214.2.0/30
 ConnectPort 443
 EOF
-	_tb_bg "$g1" tinyproxy "$TB_DIR/tinyproxy.out" tinyproxy -d \
+	_tb_bg "$g2" tinyproxy "$TB_DIR/tinyproxy.out" tinyproxy -d \
 	    -c "$TB_DIR/tinyproxy.conf"
-	BN_TINYPROXY_PID=$TB_LAST_PID
 	# D: what a user would put on a gateway instead; without a cache, so
 	# that it forwards every query as sluiced does. Dc: its defaults.
 	_tb_bg "$g1" dnsmasq-D "$TB_DIR/dnsmasq-D.out" dnsmasq \
@@ -215,8 +228,8 @@ EOF
 	    _bn_dns_answers "${P}-c1" 10.214.1.1 || return 1
 	_tb_wait_for "dnsmasq Dc" "$TB_DIR/dnsmasq-Dc.out" \
 	    _bn_dns_answers "${P}-c1" 10.214.1.1 "$BN_DC_PORT" || return 1
-	_tb_wait_for "tinyproxy" "$TB_DIR/tinyproxy.out" ip netns exec "${P}-c1" \
-	    curl -s --max-time 2 -o /dev/null -p -x "10.214.1.1:$BN_PROXY_PORT" \
+	_tb_wait_for "tinyproxy" "$TB_DIR/tinyproxy.out" ip netns exec "${P}-c2" \
+	    curl -s --max-time 2 -o /dev/null -p -x "10.214.2.1:$BN_PROXY_PORT" \
 	    --cacert "$TB_CA" "https://$BN_NAME/" || return 1
 	_tb_wait_for "iperf3" "$TB_DIR/iperf3.out" ip netns exec "${P}-c0" \
 	    nc -z -w 1 "$BN_IPERF" 5201 || return 1
@@ -253,7 +266,8 @@ bn_resolve_s() {
 bn_client_ns() {
 	case $1 in
 	B0) echo "${P}-c0" ;;
-	B1|P|D|Dc) echo "${P}-c1" ;;
+	B1|D|Dc) echo "${P}-c1" ;;
+	P) echo "${P}-c2" ;;
 	S) echo "${P}-s1" ;;
 	esac
 }
@@ -285,7 +299,7 @@ bn_ct_count() {
 	    2>/dev/null || echo 0
 }
 
-# bn_status_field KEY.SUB: a number from `sluice status -j`.
+# bn_status: `sluice status -j` of the bed's daemon.
 bn_status() {
 	tb_sluice status -j 2>/dev/null
 }

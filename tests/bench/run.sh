@@ -156,15 +156,18 @@ s_after() {
 	local cpu_m cpu_w rows drows lost deny now
 	read -r cpu_m cpu_w <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	read -r qd ud <<< "$(bn_queue_drops)"
-	# The writer's lag: from the load's end until everything queued is
-	# committed (an upper bound for the last record's wait).
+	# The writer's lag: from the load's end until every record queued by
+	# then is committed (records queued later, such as ends of earlier
+	# connections, do not count).
+	local q_end=
 	while :; do
 		st=$(bn_status)
 		read -r pkts written queued rej unlog depth <<< \
 		    "$(st_get "$st" queue.packets store.written store.queued \
 		    store.rejected queue.denied_unlogged store.depth)"
 		now=$(tb_time_ms)
-		if [ "$depth" = 0 ] && [ "$written" = "$queued" ]; then
+		[ -n "$q_end" ] || q_end=$queued
+		if [ "$written" -ge "$q_end" ]; then
 			lag_ms=$((now - t_end))
 			break
 		fi
@@ -198,7 +201,7 @@ conn() {
 	args=(-m "$mode" -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin"
 	    -c "$conc" -d "$secs" -t 3000)
 	[ "$rate" != 0 ] && args+=(-r "$rate")
-	[ "$cfg" = P ] && args+=(-x "10.214.1.1:$BN_PROXY_PORT")
+	[ "$cfg" = P ] && args+=(-x "10.214.2.1:$BN_PROXY_PORT")
 	if [ "$cfg" = S ]; then
 		bn_resolve_s >/dev/null 2>&1
 		s_before
@@ -249,7 +252,7 @@ except Exception as e:
 # dns CFG TAGS...: dnsperf for BENCH_SECS against S's resolver, D or Dc,
 # with the server's CPU time.
 dns() {
-	local cfg=$1 ns srv port=53 pid out c0 c1
+	local cfg=$1 ns srv port=53 pid out c0 c1 dpid
 	shift
 	ns=$(bn_client_ns "$cfg")
 	case $cfg in
@@ -258,10 +261,19 @@ dns() {
 	Dc) srv=10.214.1.1; pid=$BN_DC_PID; port=$BN_DC_PORT ;;
 	esac
 	c0=$(bn_cpu_ns "$pid")
-	out=$(ip netns exec "$ns" timeout $((${BENCH_SECS%.*} + 10)) dnsperf \
+	ip netns exec "$ns" timeout $((${BENCH_SECS%.*} + 10)) dnsperf \
 	    -s "$srv" -p "$port" -d "$TB_DIR/queries.txt" -l "$BENCH_SECS" \
-	    -c 4 -q 100 -t 2 2>&1)
+	    -c 4 -q 100 -t 2 > "$TB_DIR/dnsperf.out" 2>&1 &
+	dpid=$!
+	if [ "$cfg" = S ]; then
+		while kill -0 "$dpid" 2>/dev/null; do
+			s_sample
+			sleep 0.25
+		done
+	fi
+	wait "$dpid"
 	c1=$(bn_cpu_ns "$pid")
+	out=$(cat "$TB_DIR/dnsperf.out")
 	out=$("$TB_PY" -c '
 import json, re, sys
 t = sys.argv[1]
@@ -307,6 +319,11 @@ mem() { # mem TAG: sluiced's memory and what it tracks now
 
 # ---------------------------------------------------------------- the run
 
+rev=$(git -C "$REPO" describe --always --dirty 2>/dev/null)
+emit '{}' "\"phase\": \"meta\"" "\"date\": \"$(date -u '+%Y-%m-%d %H:%M UTC')\"" \
+    "\"rev\": \"${rev:-unknown}\"" \
+    "\"machine\": \"$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo |
+    head -n 1 | tr -d '"\\')), Linux $(uname -r)\""
 say "bed: internet, B0, B1, P (tinyproxy), D and Dc (dnsmasq)"
 bn_bed_up || { echo "bench: the test bed did not come up" >&2; exit 1; }
 printf '%s A\n' "$BN_NAME" > "$TB_DIR/queries.txt"
@@ -343,25 +360,7 @@ for ((r = 1; r <= BENCH_REPS; r++)); do
 done
 mem after-main
 
-# Scale 1: 10 against BENCH_ENTRIES allowlist entries, swapped by
-# `policy set` between interleaved runs.
-if past_deadline; then
-	SKIPPED="$SKIPPED entries"
-else
-	say "scale: 10 vs $BENCH_ENTRIES allowlist entries"
-	for ((r = 1; r <= BENCH_REPS; r++)); do
-		for e in $(rotate $r 10 big); do
-			tb_sluice policy set "${P}-s1" "$TB_DIR/policy-$e.json" >/dev/null ||
-			    say "policy set $e failed"
-			[ "$e" = big ] && e=$BENCH_ENTRIES
-			conn S http 16 0 "$BENCH_SECS" "\"phase\": \"entries\", \"rep\": $r" \
-			    "\"test\": \"http_c16\"" "\"entries\": $e"
-		done
-	done
-	tb_sluice policy set "${P}-s1" "$TB_DIR/policy-10.json" >/dev/null
-fi
-
-# Scale 2: BENCH_SANDBOXES sandboxes (the add rate is measured too; the
+# Scale 1: BENCH_SANDBOXES sandboxes (the add rate is measured too; the
 # time for adding them is bounded), then S against B1 again.
 if past_deadline; then
 	SKIPPED="$SKIPPED sandboxes"
@@ -395,33 +394,64 @@ else
 	mem after-sandboxes
 fi
 
-# A profile of sluiced under S's heaviest load, for the README's "what
-# limits it".
+# Scale 2: 10 against BENCH_ENTRIES allowlist entries, swapped by
+# `policy set` between interleaved runs.
+if past_deadline; then
+	SKIPPED="$SKIPPED entries"
+else
+	say "scale: 10 vs $BENCH_ENTRIES allowlist entries"
+	for ((r = 1; r <= BENCH_REPS; r++)); do
+		for e in $(rotate $r 10 big); do
+			tb_sluice policy set "${P}-s1" "$TB_DIR/policy-$e.json" >/dev/null ||
+			    say "policy set $e failed"
+			[ "$e" = big ] && e=$BENCH_ENTRIES
+			conn S http 16 0 "$BENCH_SECS" "\"phase\": \"entries\", \"rep\": $r" \
+			    "\"test\": \"http_c16\"" "\"entries\": $e"
+		done
+	done
+	tb_sluice policy set "${P}-s1" "$TB_DIR/policy-10.json" >/dev/null
+	mem after-entries
+fi
+
+# Profiles of sluiced under S's heaviest connection load and under DNS,
+# for the README's "what limits it".
 PERF_TXT=""
-if [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null && ! past_deadline; then
-	say "perf: sluiced under http_c16"
-	bn_resolve_s >/dev/null 2>&1
-	ip netns exec "${P}-s1" "$CONNBENCH" -m http -a "$BN_HTTPS" -p 80 \
-	    -n "$BN_NAME" -c 16 -d 3 > /dev/null 2>&1 &
-	cbpid=$!
+profile() { # profile LABEL CMD...: perf record sluiced for 2 s while CMD runs
+	local label=$1 pid
+	shift
+	"$@" >/dev/null 2>&1 &
+	pid=$!
 	sleep 0.3
 	if perf record -q -g -p "$BN_SLUICED_PID" -o "$TB_DIR/perf.data" \
 	    -- sleep 2 >/dev/null 2>&1; then
 		PERF_TXT=$TB_DIR/perf.txt
 		{
-			echo "# perf record -g -p SLUICED, 2 s under http_c16 (one sandbox)"
+			echo "# perf record -g -p SLUICED, 2 s under $label"
+			echo "## by thread (sluiced: the event loop; sluice-store: the writer)"
+			perf report -i "$TB_DIR/perf.data" --stdio --no-children -g none \
+			    --sort comm 2>/dev/null | grep -v '^#' | grep -v '^$' | head -5
 			echo "## by shared object"
 			perf report -i "$TB_DIR/perf.data" --stdio --no-children -g none \
-			    --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -12
-			echo "## by thread"
+			    --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -8
+			echo "## kernel entry points, with everything they call"
+			perf report -i "$TB_DIR/perf.data" --stdio --children -g none \
+			    --sort sym 2>/dev/null | grep -E '\[k\] (__sys_(sendto|recvmsg|recvfrom|sendmsg|socket|connect)|nfqnl_reinject|__schedule|__x64_sys_(close|pwrite64|fdatasync|epoll_wait|poll|getrandom))$' |
+			    awk '{ print "  " $1, $NF }'
+			echo "## top symbols (self)"
 			perf report -i "$TB_DIR/perf.data" --stdio --no-children -g none \
-			    --sort tid 2>/dev/null | grep -v '^#' | grep -v '^$' | head -5
-			echo "## top symbols"
-			perf report -i "$TB_DIR/perf.data" --stdio --no-children -g none \
-			    --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' | head -30
-		} > "$PERF_TXT"
+			    --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
+			echo
+		} >> "$TB_DIR/perf.txt"
 	fi
-	wait "$cbpid"
+	wait "$pid"
+}
+if [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null && ! past_deadline; then
+	say "perf: sluiced under http_c16 and under dnsperf"
+	bn_resolve_s >/dev/null 2>&1
+	profile "HTTP, 16 clients (connbench)" ip netns exec "${P}-s1" \
+	    "$CONNBENCH" -m http -a "$BN_HTTPS" -p 80 -n "$BN_NAME" -c 16 -d 3
+	profile "DNS (dnsperf -c 4 -q 100, a.test A)" ip netns exec "${P}-s1" \
+	    dnsperf -s "$BN_S_GW" -d "$TB_DIR/queries.txt" -l 3 -c 4 -q 100
 fi
 
 # ---------------------------------------------------------------- the report

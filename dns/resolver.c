@@ -87,6 +87,17 @@ listener(int type, uint32_t addr, uint16_t port, char *err, size_t errlen)
 	 * identity. On a TCP listener it is inherited by accepted sockets,
 	 * whose IP_PKTOPTIONS then report the ingress interface.
 	 */
+	/* A burst of queries from many sandboxes must not overflow the
+	 * default (~208 KiB) buffer: the kernel would drop them unanswered
+	 * and unlogged. Forced past rmem_max when we may, else best effort. */
+	if (type == SOCK_DGRAM) {
+		int big = 4 << 20;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big,
+		    sizeof(big)) == -1)
+			(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big,
+			    sizeof(big));
+	}
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == -1 ||
 	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) == -1 ||
 	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||

@@ -370,7 +370,7 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	 * (from the flow table, not a hold slot) instead of meeting no state.
 	 */
 	nfq_flows_insert(gw->flows, &h->key, now, GW_FLOW_ALLOW_TTL_MS,
-	    NF_ACCEPT, GW_MARK_ALLOW);
+	    NF_ACCEPT, GW_MARK_ALLOW)->tag = h->t.tcp_seq;
 	hold_free(gw, h);
 }
 

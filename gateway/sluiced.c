@@ -73,9 +73,11 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	if (t.proto == IPPROTO_ICMP)
 		key.sport = t.icmp_type;
 	fl = nfq_flows_lookup(gw->flows, &key, now);
-	/* an allowed verdict never carries over to a TCP SYN: a new
-	 * connection on a reused 5-tuple is decided (and inspected) anew */
-	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW)
+	/* an allowed verdict carries over to a retransmitted SYN (same
+	 * sequence number), never to a new connection on a reused 5-tuple:
+	 * that one is decided (and inspected) anew */
+	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW &&
+	    fl->tag != t.tcp_seq)
 		fl = NULL;
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same
@@ -144,8 +146,9 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		verdict = NF_ACCEPT;
 		mark = GW_MARK_ALLOW;
 	}
-	nfq_flows_insert(gw->flows, &key, now, verdict == NF_ACCEPT ?
+	fl = nfq_flows_insert(gw->flows, &key, now, verdict == NF_ACCEPT ?
 	    GW_FLOW_ALLOW_TTL_MS : GW_FLOW_TTL_MS, verdict, mark);
+	fl->tag = t.tcp_seq;
 	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
 }
 

@@ -154,6 +154,8 @@ struct nfq_flow {
 	uint32_t		verdict;	/* NF_* */
 	uint32_t		mark;
 	uint32_t		hits;		/* packets decided from this entry */
+	uint32_t		tag;		/* the caller's (sluiced: a TCP
+						 * SYN's sequence number) */
 };
 
 struct nfq_flows;

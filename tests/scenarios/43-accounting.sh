@@ -28,8 +28,10 @@ tb_wait_rows "SELECT count(*) FROM flows WHERE end_ts IS NOT NULL" 2 10 >/dev/nu
 row=$(tb_sql "SELECT bytes_in, packets_in, bytes_out, packets_out, end_state, end_ts > ts
     FROM flows WHERE dst_port = 80")
 IFS='|' read -r bin pin bout pout state later <<<"$row"
-tb_check "bytes in: $bin, the file plus headers within 6%" \
-    [ "$bin" -ge "$TB_BIG_BYTES" -a "$bin" -le $((TB_BIG_BYTES * 106 / 100)) ]
+# IP and TCP headers add ~4%; conntrack also counts retransmissions, which
+# a loaded machine makes: allow 10%
+tb_check "bytes in: $bin, the file plus headers within 10%" \
+    [ "$bin" -ge "$TB_BIG_BYTES" -a "$bin" -le $((TB_BIG_BYTES * 110 / 100)) ]
 tb_check "packets in: $pin, at least one per 64 KiB" [ "$pin" -ge 16 ]
 tb_check "bytes out: $bout, the request and ACKs only" [ "$bout" -gt 0 -a "$bout" -lt 200000 ]
 tb_check "packets out: $pout" [ "$pout" -gt 2 ]

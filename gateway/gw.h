@@ -98,6 +98,7 @@ struct gw_sandbox {
 	char		 netns_path[128];
 	struct policy	*policy;
 	int64_t		 created_us;
+	unsigned	 holds;		/* its flows under inspection */
 	struct gw_sandbox *hnext;	/* ifindex hash chain */
 };
 

@@ -52,7 +52,8 @@ struct hold {
 struct gw_holds {
 	struct hold		 h[GW_HOLD_MAX];
 	int			 bucket[GW_HOLD_MAX * 2];
-	size_t			 n;
+	int			 free_ix[GW_HOLD_MAX];	/* unused slots, a stack */
+	size_t			 n;			/* slots in use */
 	uint64_t		 seed;
 };
 
@@ -81,6 +82,20 @@ key_eq(const struct nfq_flow_key *a, const struct nfq_flow_key *b)
 	    a->dport == b->dport && a->proto == b->proto;
 }
 
+/* The flow a packet belongs to: the ingress interface and the 5-tuple. */
+static void
+flow_key(const struct nfq_packet *pkt, const struct nfq_tuple *t,
+    struct nfq_flow_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	key->ifindex = pkt->indev;
+	key->saddr = t->saddr;
+	key->daddr = t->daddr;
+	key->sport = t->sport;
+	key->dport = t->dport;
+	key->proto = t->proto;
+}
+
 static struct hold *
 hold_find(struct gw_holds *hs, const struct nfq_flow_key *k)
 {
@@ -98,6 +113,7 @@ hold_free(struct gw *gw, struct hold *h)
 	struct gw_holds *hs = gw->holds;
 	int *pp = &hs->bucket[key_hash(hs, &h->key)];
 	int me = (int)(h - hs->h);
+	struct gw_sandbox *sb;
 
 	while (*pp != -1 && *pp != me)
 		pp = &hs->h[*pp].next;
@@ -108,8 +124,12 @@ hold_free(struct gw *gw, struct hold *h)
 	while (h->ncap > 0)
 		free(h->cap[--h->ncap]);
 	nfq_class_flow_free(h->cls);
+	if ((sb = gw_sandbox_by_ifindex(gw, h->key.ifindex)) != NULL &&
+	    sb->holds > 0)
+		sb->holds--;
 	memset(h, 0, sizeof(*h));
 	hs->n--;
+	hs->free_ix[GW_HOLD_MAX - 1 - hs->n] = me;
 }
 
 int
@@ -122,6 +142,8 @@ gw_inspect_init(struct gw *gw)
 		return -1;
 	for (i = 0; i < GW_HOLD_MAX * 2; i++)
 		hs->bucket[i] = -1;
+	for (i = 0; i < GW_HOLD_MAX; i++)
+		hs->free_ix[i] = (int)i;
 	if (getrandom(&hs->seed, sizeof(hs->seed), 0) != sizeof(hs->seed))
 		hs->seed = (uint64_t)(uintptr_t)hs ^ 0x5bd1e995u;
 	gw->holds = hs;
@@ -519,29 +541,14 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	size_t i;
 	uint32_t b;
 
-	memset(&key, 0, sizeof(key));
-	key.ifindex = pkt->indev;
-	key.saddr = t->saddr;
-	key.daddr = t->daddr;
-	key.sport = t->sport;
-	key.dport = t->dport;
-	key.proto = t->proto;
+	flow_key(pkt, t, &key);
 	if ((h = hold_find(hs, &key)) != NULL)
 		hold_free(gw, h);	/* a reused 4-tuple: start afresh */
-	if (hs->n == GW_HOLD_MAX)
+	/* bounded in all, and per sandbox so that one cannot take every
+	 * slot from the others: constant work, on the path of every SYN */
+	if (hs->n == GW_HOLD_MAX || sb->holds >= GW_HOLD_PER_SANDBOX)
 		return -1;
-	{
-		/* one sandbox cannot take every slot from the others */
-		size_t mine = 0;
-
-		for (i = 0; i < GW_HOLD_MAX; i++)
-			if (hs->h[i].used && hs->h[i].key.ifindex == key.ifindex)
-				mine++;
-		if (mine >= GW_HOLD_PER_SANDBOX)
-			return -1;
-	}
-	for (i = 0; i < GW_HOLD_MAX && hs->h[i].used; i++)
-		;
+	i = (size_t)hs->free_ix[GW_HOLD_MAX - 1 - hs->n];
 	h = &hs->h[i];
 	memset(h, 0, sizeof(*h));
 	h->reasm = malloc(sizeof(*h->reasm));
@@ -556,6 +563,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 		nfq_http_init(h->http);
 	}
 	h->used = true;
+	sb->holds++;
 	h->kind = kind == GW_INSPECT_TLS ? HOLD_TLS : HOLD_HTTP;
 	h->key = key;
 	h->t = *t;
@@ -603,13 +611,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	struct nfq_flow_key key;
 	struct hold *h;
 
-	memset(&key, 0, sizeof(key));
-	key.ifindex = pkt->indev;
-	key.saddr = t->saddr;
-	key.daddr = t->daddr;
-	key.sport = t->sport;
-	key.dport = t->dport;
-	key.proto = t->proto;
+	flow_key(pkt, t, &key);
 	h = hold_find(gw->holds, &key);
 	if (h == NULL) {
 		struct nfq_flow *fl = nfq_flows_lookup(gw->flows, &key, now);

@@ -1,8 +1,9 @@
-/* netns.c: the gateway namespace, its uplink, and running ip(8) and friends. */
+/* netns.c: the gateway namespace, its uplink, named namespaces, and running ip(8) and friends. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,19 +148,413 @@ gw_netns_exists(const char *name)
 	return stat(path, &st) == 0;
 }
 
-/* Opens /run/netns/NAME, creating the namespace first when asked to. */
+/* ---- named namespaces, made in-process ------------------------------- */
+
+#define NETNS_DIR	"/run/netns"
+#define NETNS_ETC_DIR	"/etc/netns"
+
+/*
+ * Finds out once where names go. Under systemd with ProtectSystem= (or in
+ * any mount namespace of its own) sluiced's mounts are slaves of the
+ * host's and do not propagate back: a name made in sluiced's namespace is
+ * invisible to `ip netns exec` on the host. Then names are made in pid 1's
+ * mount namespace, the host's, by a short-lived child: a multithreaded
+ * process cannot setns into a mount namespace, a fresh child can.
+ */
+static void
+mntns_check(struct gw *gw)
+{
+	struct stat init, self;
+	int fd;
+
+	if (gw == NULL || gw->mntns_checked)
+		return;
+	gw->mntns_checked = true;
+	gw->host_mntfd = -1;
+	if ((fd = open("/proc/1/ns/mnt", O_RDONLY | O_CLOEXEC)) == -1) {
+		log_warnx("cannot open /proc/1/ns/mnt (%s): /run/netns names "
+		    "are made in sluiced's own mount namespace, which `ip "
+		    "netns` on the host does not see if it is not the host's",
+		    strerror(errno));
+		return;
+	}
+	if (fstat(fd, &init) == -1 || stat("/proc/self/ns/mnt", &self) == -1 ||
+	    (init.st_ino == self.st_ino && init.st_dev == self.st_dev)) {
+		close(fd);
+		return;
+	}
+	gw->host_mntfd = fd;
+	log_info("sluiced runs in a mount namespace of its own: /run/netns "
+	    "names are made in the host's (pid 1's)");
+}
+
+/* Returns 0, -1 with errno and err, or 1: done, but err holds a warning. */
+typedef int (*host_fs_fn)(void *arg, char *err, size_t errlen);
+
+/* Runs fn in the host's mount namespace: in a child if sluiced is not in
+ * it, else here. fn's result, errno and err come back either way. */
+static int
+in_host_mntns(struct gw *gw, host_fs_fn fn, void *arg, char *err,
+    size_t errlen)
+{
+	struct {
+		int	 rc, errnum;
+		char	 msg[512];
+	} back;
+	size_t got = 0;
+	int p[2], status, saved, rc;
+	pid_t pid;
+
+	mntns_check(gw);
+	if (gw == NULL || gw->host_mntfd == -1)
+		return fn(arg, err, errlen);
+	if (pipe2(p, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if ((pid = fork()) == -1) {
+		saved = errno;
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		errno = saved;
+		return -1;
+	}
+	if (pid == 0) {
+		/* only system calls and snprintf from here: another thread
+		 * of the parent may have held any lock at the fork */
+		close(p[0]);
+		memset(&back, 0, sizeof(back));
+		if (setns(gw->host_mntfd, CLONE_NEWNS) == -1) {
+			back.rc = -1;
+			back.errnum = errno;
+			snprintf(back.msg, sizeof(back.msg), "setns into the "
+			    "host's mount namespace: %s", strerror(errno));
+		} else {
+			errno = 0;
+			back.rc = fn(arg, back.msg, sizeof(back.msg));
+			back.errnum = errno ? errno : EIO;
+		}
+		if (back.rc == 0)
+			_exit(0);
+		(void)!write(p[1], &back, sizeof(back));
+		_exit(1);
+	}
+	close(p[1]);
+	memset(&back, 0, sizeof(back));
+	for (;;) {
+		ssize_t n = read(p[0], (char *)&back + got, sizeof(back) - got);
+
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof(back))
+			break;
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+		;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (got == sizeof(back)) {
+		back.msg[sizeof(back.msg) - 1] = '\0';
+		snprintf(err, errlen, "%s", back.msg);
+		errno = back.errnum;
+		rc = back.rc == 1 ? 1 : -1;
+	} else {
+		snprintf(err, errlen, "the helper in the host's mount namespace "
+		    "died (status 0x%x)", (unsigned)status);
+		errno = EIO;
+		rc = -1;
+	}
+	return rc;
+}
+
+/*
+ * Makes /run/netns a mount point shared with its peers, as ip-netns(8)
+ * does: a name made or removed there then reaches every mount namespace
+ * holding a copy of the directory (ip netns exec's own, a runtime's).
+ * Done once per sluiced: MS_REC walks every name below.
+ */
+static int
+netns_dir_prepare(char *err, size_t errlen)
+{
+	bool bound = false;
+
+	if (mkdir(NETNS_DIR, 0755) == -1 && errno != EEXIST) {
+		snprintf(err, errlen, NETNS_DIR ": %s", strerror(errno));
+		return -1;
+	}
+	while (mount("", NETNS_DIR, "none", MS_SHARED | MS_REC, NULL) == -1) {
+		/* EINVAL: not a mount point yet; bind it onto itself */
+		if (errno != EINVAL || bound ||
+		    mount(NETNS_DIR, NETNS_DIR, "none", MS_BIND | MS_REC,
+		    NULL) == -1) {
+			snprintf(err, errlen, "make " NETNS_DIR " a shared "
+			    "mount: %s", strerror(errno));
+			return -1;
+		}
+		bound = true;
+	}
+	return 0;
+}
+
+static int
+resolv_conf_text(const char *nameserver, char *buf, size_t len)
+{
+	return snprintf(buf, len, "# written by sluiced: the gateway is this "
+	    "sandbox's only resolver\nnameserver %s\n", nameserver);
+}
+
+struct resolv_op {
+	const char	*name;
+	const char	*nameserver;
+};
+
+static int
+resolv_conf_write(void *arg, char *err, size_t errlen)
+{
+	const struct resolv_op *op = arg;
+	char dir[PATH_MAX], path[PATH_MAX + 16], tmp[PATH_MAX + 32], text[256];
+	int fd, n = resolv_conf_text(op->nameserver, text, sizeof(text));
+	ssize_t w;
+
+	snprintf(dir, sizeof(dir), NETNS_ETC_DIR "/%s", op->name);
+	if ((mkdir(NETNS_ETC_DIR, 0755) == -1 && errno != EEXIST) ||
+	    (mkdir(dir, 0755) == -1 && errno != EEXIST)) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/resolv.conf", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.resolv.conf.sluiced", dir);
+	/* written aside and renamed: a reader sees the old file or the new */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd == -1) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	w = write(fd, text, (size_t)n);
+	if (w != n || fchmod(fd, 0644) == -1 || close(fd) == -1 ||
+	    rename(tmp, path) == -1) {
+		snprintf(err, errlen, "%s: %s", path, w == -1 || w == n ?
+		    strerror(errno) : "short write");
+		if (w != n)
+			close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+resolv_conf_remove(const char *name)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+
+	snprintf(dir, sizeof(dir), NETNS_ETC_DIR "/%s", name);
+	snprintf(path, sizeof(path), "%s/resolv.conf", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+struct name_op {
+	int		 nsfd;
+	const char	*name;
+	const char	*nameserver;	/* or NULL: no resolv.conf */
+	bool		 prepare_dir;
+};
+
+static int
+name_op(void *arg, char *err, size_t errlen)
+{
+	const struct name_op *op = arg;
+	char target[PATH_MAX], source[64];
+	int fd, saved;
+
+	if (op->prepare_dir && netns_dir_prepare(err, errlen) == -1)
+		return -1;
+	snprintf(target, sizeof(target), NETNS_DIR "/%s", op->name);
+	/* O_EXCL: a name that exists, mounted or not, is someone else's */
+	fd = open(target, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	if (fd == -1) {
+		saved = errno;
+		snprintf(err, errlen, "%s: %s", target, strerror(errno));
+		errno = saved;
+		return -1;
+	}
+	close(fd);
+	/* the descriptor's magic link is as good a source as a path, and
+	 * the only one a child in another mount namespace has */
+	snprintf(source, sizeof(source), "/proc/self/fd/%d", op->nsfd);
+	if (mount(source, target, "none", MS_BIND, NULL) == -1) {
+		saved = errno;
+		snprintf(err, errlen, "bind the namespace on %s: %s", target,
+		    strerror(errno));
+		unlink(target);
+		errno = saved;
+		return -1;
+	}
+	if (op->nameserver != NULL) {
+		struct resolv_op rop = { op->name, op->nameserver };
+
+		/* a sandbox without it still works, told its resolver
+		 * otherwise: a warning, not a failure */
+		if (resolv_conf_write(&rop, err, errlen) == -1)
+			return 1;
+	}
+	return 0;
+}
+
+static int
+unname_op(void *arg, char *err, size_t errlen)
+{
+	const char *name = arg;
+	char target[PATH_MAX];
+	int rc = 0;
+
+	snprintf(target, sizeof(target), NETNS_DIR "/%s", name);
+	/* MNT_DETACH: a process with its cwd under it does not keep the
+	 * name; EINVAL: it was not mounted (a half-made name) */
+	if (umount2(target, MNT_DETACH) == -1 && errno != EINVAL &&
+	    errno != ENOENT) {
+		snprintf(err, errlen, "unmount %s: %s", target, strerror(errno));
+		rc = -1;
+	}
+	if (unlink(target) == -1 && errno != ENOENT && rc == 0) {
+		snprintf(err, errlen, "%s: %s", target, strerror(errno));
+		rc = -1;
+	}
+	resolv_conf_remove(name);
+	return rc;
+}
+
+int
+gw_netns_name(struct gw *gw, int nsfd, const char *name,
+    const char *nameserver, char *err, size_t errlen)
+{
+	struct name_op op = { nsfd, name, nameserver,
+	    gw == NULL || !gw->netns_dir_ready };
+	char target[PATH_MAX], source[64];
+	struct statfs sfs;
+	int rc = in_host_mntns(gw, name_op, &op, err, errlen);
+
+	if (rc == -1)
+		return -1;
+	if (rc == 1)
+		log_warnx("namespace %s: %s", name, err);
+	if (gw != NULL)
+		gw->netns_dir_ready = true;
+	if (gw == NULL || gw->host_mntfd == -1)
+		return 0;
+	/* Made in the host's namespace, the name reaches sluiced's own by
+	 * propagation if that is a slave (systemd's PrivateMounts=). A
+	 * private one does not receive it: name it here too, for sluiced's
+	 * own later opens (a restart's gw_netns_open). */
+	snprintf(target, sizeof(target), NETNS_DIR "/%s", name);
+	snprintf(source, sizeof(source), "/proc/self/fd/%d", nsfd);
+	if ((statfs(target, &sfs) == -1 || sfs.f_type != NSFS_MAGIC) &&
+	    mount(source, target, "none", MS_BIND, NULL) == -1)
+		log_warn("namespace %s: not visible in sluiced's own mount "
+		    "namespace", name);
+	return 0;
+}
+
+int
+gw_netns_unname(struct gw *gw, const char *name, char *err, size_t errlen)
+{
+	char target[PATH_MAX];
+	int rc = in_host_mntns(gw, unname_op, (void *)name, err, errlen);
+	int saved = errno;
+
+	/* the copy gw_netns_name may have made here; EINVAL: there is none,
+	 * the unmount in the host's namespace took it with it */
+	if (gw != NULL && gw->host_mntfd != -1) {
+		snprintf(target, sizeof(target), NETNS_DIR "/%s", name);
+		(void)umount2(target, MNT_DETACH);
+	}
+	errno = saved;
+	return rc;
+}
+
+int
+gw_netns_resolv_conf(struct gw *gw, const char *name, const char *nameserver,
+    char *err, size_t errlen)
+{
+	struct resolv_op op = { name, nameserver };
+	char path[PATH_MAX], want[256], have[256];
+	int fd, n = resolv_conf_text(nameserver, want, sizeof(want));
+	ssize_t got = -1;
+
+	/* read where sluiced is (the host's files show through a private
+	 * mount namespace): a restart with a thousand sandboxes forks no
+	 * thousand children for files that are right already */
+	snprintf(path, sizeof(path), NETNS_ETC_DIR "/%s/resolv.conf", name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		got = read(fd, have, sizeof(have));
+		close(fd);
+	}
+	if (got == n && memcmp(have, want, (size_t)n) == 0)
+		return 0;
+	return in_host_mntns(gw, resolv_conf_write, &op, err, errlen);
+}
+
+/* gw NULL: the name is made in sluiced's own mount namespace. */
+int
+gw_netns_create(struct gw *gw, const char *name, const char *nameserver,
+    char *err, size_t errlen)
+{
+	int here, nsfd, saved;
+
+	/* made on this thread and left at once: the thread goes back to
+	 * where it was, the descriptor keeps the new one alive */
+	if ((here = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) == -1) {
+		saved = errno;
+		snprintf(err, errlen, "/proc/thread-self/ns/net: %s",
+		    strerror(errno));
+		errno = saved;
+		return -1;
+	}
+	if (unshare(CLONE_NEWNET) == -1) {
+		saved = errno;
+		snprintf(err, errlen, "new network namespace %s: %s", name,
+		    strerror(errno));
+		close(here);
+		errno = saved;
+		return -1;
+	}
+	nsfd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	saved = errno;
+	if (setns(here, CLONE_NEWNET) == -1)
+		fatal("setns back after making namespace %s", name);
+	close(here);
+	if (nsfd == -1) {
+		snprintf(err, errlen, "/proc/thread-self/ns/net: %s",
+		    strerror(saved));
+		errno = saved;
+		return -1;
+	}
+	if (gw_netns_name(gw, nsfd, name, nameserver, err, errlen) == -1) {
+		saved = errno;
+		close(nsfd);
+		errno = saved;
+		return -1;
+	}
+	return nsfd;
+}
+
+/* Opens /run/netns/NAME, creating the namespace first when asked to (named
+ * in sluiced's own mount namespace: gw_netns_create names it where the
+ * host sees it). */
 int
 gw_netns_open(const char *name, bool create, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	int fd;
 
-	if (create && !gw_netns_exists(name)) {
-		char *argv[] = { "ip", "netns", "add", (char *)name, NULL };
-
-		if (gw_run(argv, NULL, err, errlen) == -1)
-			return -1;
-	}
+	if (create && !gw_netns_exists(name))
+		return gw_netns_create(NULL, name, NULL, err, errlen);
 	snprintf(path, sizeof(path), "/run/netns/%s", name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd == -1)
@@ -436,7 +833,12 @@ gw_gateway_setup(struct gw *gw, char *err, size_t errlen)
 		snprintf(err, errlen, "/proc/self/ns/net: %s", strerror(errno));
 		return -1;
 	}
-	gw->gw_nsfd = gw_netns_open(gw->cfg.netns, true, err, errlen);
+	mntns_check(gw);
+	if (gw_netns_exists(gw->cfg.netns))	/* a restart adopts it */
+		gw->gw_nsfd = gw_netns_open(gw->cfg.netns, false, err, errlen);
+	else
+		gw->gw_nsfd = gw_netns_create(gw, gw->cfg.netns, NULL, err,
+		    errlen);
 	if (gw->gw_nsfd == -1)
 		return -1;
 	if (gw_netns_enter(gw->gw_nsfd) == -1) {
@@ -455,10 +857,13 @@ gw_gateway_setup(struct gw *gw, char *err, size_t errlen)
 void
 gw_gateway_destroy(struct gw *gw)
 {
-	char *argv[] = { "ip", "netns", "del", (char *)gw->cfg.netns, NULL };
+	char err[512];
 
-	if (gw_netns_exists(gw->cfg.netns))
-		gw_run_quiet(argv);
+	/* without its name and with no process inside, the kernel frees the
+	 * namespace */
+	if (gw_netns_exists(gw->cfg.netns) &&
+	    gw_netns_unname(gw, gw->cfg.netns, err, sizeof(err)) == -1)
+		log_warnx("gateway %s: %s", gw->cfg.netns, err);
 	if (gw->cfg.uplink_netns == NULL) {
 		const char *gwaddr = gw->cfg.uplink_addr ? gw->cfg.uplink_addr :
 		    GW_HOST_UPLINK_ADDR;

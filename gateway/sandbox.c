@@ -1,4 +1,4 @@
-/* sandbox.c: sandboxes — namespace, veth, addresses, policy, kept state. */
+/* sandbox.c: sandboxes — namespace, veth (over rtnetlink), addresses, policy, kept state. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/names.h"
+#include "gateway/nl.h"
 
 static size_t
 bucket_of(const struct gw *gw, uint32_t ifindex)
@@ -218,107 +219,171 @@ state_remove(struct gw *gw, const char *name)
 
 /* ---- the namespace plumbing ------------------------------------------ */
 
-static void
-resolv_conf_write(const struct gw_sandbox *sb)
+/* The gateway namespace's rtnetlink socket, opened on first use. */
+static struct gw_nl *
+gateway_nl(struct gw *gw, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16], ip[INET_ADDRSTRLEN];
-	FILE *f;
-
-	snprintf(dir, sizeof(dir), "/etc/netns/%s", sb->name);
-	if (mkdirs(dir, 0755) == -1) {
-		log_warn("%s", dir);
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/resolv.conf", dir);
-	if ((f = fopen(path, "w")) == NULL) {
-		log_warn("%s", path);
-		return;
-	}
-	fprintf(f, "# written by sluiced: the gateway is this sandbox's only resolver\n"
-	    "nameserver %s\n", ip_str(sb->gw_addr, ip));
-	fclose(f);
+	if (gw->rtnl != NULL)
+		return gw->rtnl;
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", gw->cfg.netns);
+	gw->rtnl = gw_nl_open(err, errlen);
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	return gw->rtnl;
 }
 
-static void
-resolv_conf_remove(const char *name)
+/* A teardown without a gateway namespace points gw_nsfd at the host's:
+ * then no interface is touched (an sg<N> there is not ours). */
+static bool
+have_gateway(const struct gw *gw)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16];
-
-	snprintf(dir, sizeof(dir), "/etc/netns/%s", name);
-	snprintf(path, sizeof(path), "%s/resolv.conf", dir);
-	unlink(path);
-	rmdir(dir);
+	return gw->gw_nsfd != -1 && gw->gw_nsfd != gw->host_nsfd;
 }
 
 static uint32_t
 ifindex_in_gateway(struct gw *gw, const char *ifname)
 {
+	struct gw_nl *nl;
 	uint32_t idx;
+	char err[512];
 
-	if (gw_netns_enter(gw->gw_nsfd) == -1)
-		fatal("setns %s", gw->cfg.netns);
-	idx = if_nametoindex(ifname);
-	if (gw_netns_enter(gw->home_nsfd) == -1)
-		fatal("setns back home");
+	if (!have_gateway(gw) || (nl = gateway_nl(gw, err, sizeof(err))) == NULL)
+		return 0;
+	if (gw_nl_link_index(nl, ifname, &idx, err, sizeof(err)) == -1) {
+		if (errno != ENODEV)
+			log_warnx("gateway %s: %s", gw->cfg.netns, err);
+		return 0;
+	}
 	return idx;
 }
 
-/*
- * Builds the sandbox's namespace and veth: three programs in all (netns
- * add, then one ip -batch per side).
- */
-static int
-plumb(struct gw *gw, struct gw_sandbox *sb, bool create_netns, char *err,
-    size_t errlen)
+/* Prefixes err with where it happened. */
+static void
+err_in(char *err, size_t errlen, const char *where)
 {
-	char batch[512], gwip[INET_ADDRSTRLEN], sbip[INET_ADDRSTRLEN];
-	char *add[] = { "ip", "netns", "add", sb->name, NULL };
-	char *gwside[] = { "ip", "-n", (char *)gw->cfg.netns, "-batch", "-", NULL };
-	char *sbside[] = { "ip", "-n", sb->name, "-batch", "-", NULL };
+	char tmp[512];
 
-	if (create_netns && gw_run(add, NULL, err, errlen) == -1)
-		return -1;
-	ip_str(sb->gw_addr, gwip);
-	ip_str(sb->addr, sbip);
-	snprintf(batch, sizeof(batch),
-	    "link add %s type veth peer name " GW_SB_IF " netns %s\n"
-	    "link set %s alias %s\n"
-	    "addr add %s/30 dev %s\n"
-	    "link set %s up\n",
-	    sb->ifname, sb->name, sb->ifname, sb->name, gwip, sb->ifname,
-	    sb->ifname);
-	if (gw_run(gwside, batch, err, errlen) == -1)
-		return -1;
-	snprintf(batch, sizeof(batch),
-	    "link set lo up\n"
-	    "addr add %s/30 dev " GW_SB_IF "\n"
-	    "link set " GW_SB_IF " up\n"
-	    "route add default via %s dev " GW_SB_IF "\n",
-	    sbip, gwip);
-	if (gw_run(sbside, batch, err, errlen) == -1)
-		return -1;
-	sb->ifindex = ifindex_in_gateway(gw, sb->ifname);
-	if (sb->ifindex == 0) {
-		snprintf(err, errlen, "%s: not found after creation", sb->ifname);
+	snprintf(tmp, sizeof(tmp), "%s", err);
+	snprintf(err, errlen, "%s: %s", where, tmp);
+}
+
+/* The sandbox side, over a socket opened inside its namespace: lo up,
+ * eth0 addressed and up, the gateway's neighbour entry, the default route
+ * via the gateway. Returns eth0's MAC address in mac. */
+static int
+plumb_sandbox_side(struct gw *gw, struct gw_sandbox *sb, int nsfd,
+    const uint8_t gwmac[GW_NL_MAC_LEN], uint8_t mac[GW_NL_MAC_LEN],
+    char *err, size_t errlen)
+{
+	struct gw_nl *nl;
+	uint32_t lo, eth;
+	int rc = -1;
+
+	if (gw_netns_enter(nsfd) == -1) {
+		snprintf(err, errlen, "setns: %s", strerror(errno));
 		return -1;
 	}
-	resolv_conf_write(sb);
+	nl = gw_nl_open(err, errlen);
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	if (nl == NULL)
+		return -1;
+	if (gw_nl_link_index(nl, "lo", &lo, err, errlen) == 0 &&
+	    gw_nl_link_up(nl, lo, err, errlen) == 0 &&
+	    gw_nl_link_index(nl, GW_SB_IF, &eth, err, errlen) == 0 &&
+	    gw_nl_link_mac(nl, eth, mac, err, errlen) == 0 &&
+	    gw_nl_addr_add(nl, eth, sb->addr, 30, err, errlen) == 0 &&
+	    gw_nl_link_up(nl, eth, err, errlen) == 0 &&
+	    gw_nl_neigh_set(nl, eth, sb->gw_addr, gwmac, err, errlen) == 0 &&
+	    gw_nl_route_add_default(nl, eth, sb->gw_addr, err, errlen) == 0)
+		rc = 0;
+	gw_nl_close(nl);
+	return rc;
+}
+
+/* IPv6 from the sandbox reaches the queue, to be logged and dropped
+ * (ipv6.c); set before the link comes up. */
+static int
+link_ipv6_to_queue(struct gw *gw, const char *ifname, char *err,
+    size_t errlen)
+{
+	int rc, e;
+
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", gw->cfg.netns);
+	rc = gw_ipv6_queue_link(ifname);
+	e = errno;
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	if (rc == -1)
+		snprintf(err, errlen, "%s: IPv6 settings: %s", ifname,
+		    strerror(e));
+	return rc;
+}
+
+/*
+ * Builds the sandbox's veth into the namespace nsfd, in-process over
+ * rtnetlink: the peer is created straight inside the sandbox's namespace
+ * as eth0, so nothing is renamed or moved, and no program runs. The cost
+ * is some twenty requests, the same with one sandbox or thousands.
+ *
+ * Both ends know each other's MAC address from the start (permanent
+ * neighbour entries): the kernel keeps one neighbour table for all
+ * namespaces, bounded host-wide by net.ipv4.neigh.default.gc_thresh3
+ * (1024 by default, not settable from a namespace), and two learned
+ * entries per active sandbox overflow it at some 500 sandboxes, after
+ * which packets are dropped. Permanent entries do not count.
+ */
+static int
+plumb(struct gw *gw, struct gw_sandbox *sb, int nsfd, char *err,
+    size_t errlen)
+{
+	uint8_t gwmac[GW_NL_MAC_LEN], sbmac[GW_NL_MAC_LEN];
+	struct gw_nl *nl;
+
+	if ((nl = gateway_nl(gw, err, errlen)) == NULL)
+		return -1;
+	if (gw_nl_veth_add(nl, sb->ifname, GW_SB_IF, nsfd, err, errlen) == -1 ||
+	    gw_nl_link_index(nl, sb->ifname, &sb->ifindex, err, errlen) == -1 ||
+	    gw_nl_link_mac(nl, sb->ifindex, gwmac, err, errlen) == -1 ||
+	    gw_nl_link_set_alias(nl, sb->ifindex, sb->name, err, errlen) == -1 ||
+	    link_ipv6_to_queue(gw, sb->ifname, err, errlen) == -1 ||
+	    gw_nl_addr_add(nl, sb->ifindex, sb->gw_addr, 30, err, errlen) == -1 ||
+	    gw_nl_link_up(nl, sb->ifindex, err, errlen) == -1) {
+		err_in(err, errlen, "gateway side");
+		return -1;
+	}
+	if (plumb_sandbox_side(gw, sb, nsfd, gwmac, sbmac, err, errlen) == -1) {
+		err_in(err, errlen, "sandbox side");
+		return -1;
+	}
+	/* after the link is up: taking an interface down flushes even
+	 * permanent entries */
+	if (gw_nl_neigh_set(nl, sb->ifindex, sb->addr, sbmac, err,
+	    errlen) == -1) {
+		err_in(err, errlen, "gateway side");
+		return -1;
+	}
 	return 0;
 }
 
+/* Undoes plumb and the name, whatever part of them exists. */
 static void
 unplumb(struct gw *gw, const char *name, const char *ifname)
 {
-	char *del_link[] = { "ip", "-n", (char *)gw->cfg.netns, "link", "del",
-	    (char *)ifname, NULL };
-	char *del_ns[] = { "ip", "netns", "del", (char *)name, NULL };
+	struct gw_nl *nl;
+	uint32_t idx;
+	char err[512];
 
-	/* deleting one end of a veth deletes both */
-	if (ifindex_in_gateway(gw, ifname) != 0)
-		gw_run_quiet(del_link);
-	if (gw_netns_exists(name))
-		gw_run_quiet(del_ns);
-	resolv_conf_remove(name);
+	/* deleting one end of a veth deletes both: eth0 goes too, also in a
+	 * namespace that lives on (attached, or held by a process) */
+	if ((idx = ifindex_in_gateway(gw, ifname)) != 0 &&
+	    ((nl = gateway_nl(gw, err, sizeof(err))) == NULL ||
+	    gw_nl_link_del(nl, idx, err, sizeof(err)) == -1))
+		log_warnx("sandbox %s: %s", name, err);
+	if (gw_netns_unname(gw, name, err, sizeof(err)) == -1)
+		log_warnx("sandbox %s: %s", name, err);
 }
 
 static struct gw_sandbox *
@@ -364,13 +429,12 @@ log_policy(struct gw *gw, const struct gw_sandbox *sb)
  * on with whatever holds it.
  */
 static int
-attach_netns(struct gw *gw, const char *name, const char *attach, char *err,
-    size_t errlen)
+attach_netns(struct gw *gw, const char *name, const char *attach,
+    const char *nameserver, char *err, size_t errlen)
 {
-	char target[PATH_MAX];
 	struct statfs sfs;
 	struct stat st, gst, hst;
-	int fd, tfd, type;
+	int fd, type, saved;
 
 	if ((fd = open(attach, O_RDONLY | O_CLOEXEC)) == -1) {
 		snprintf(err, errlen, "%s: %s", attach, strerror(errno));
@@ -385,30 +449,35 @@ attach_netns(struct gw *gw, const char *name, const char *attach, char *err,
 		errno = EINVAL;
 		return -1;
 	}
-	close(fd);
 	/* never the gateway's own namespace, nor the host's */
 	if ((fstat(gw->gw_nsfd, &gst) == 0 && gst.st_ino == st.st_ino &&
 	    gst.st_dev == st.st_dev) || (fstat(gw->host_nsfd, &hst) == 0 &&
 	    hst.st_ino == st.st_ino && hst.st_dev == st.st_dev)) {
 		snprintf(err, errlen, "%s: the gateway's or the host's own "
 		    "namespace cannot be a sandbox", attach);
+		close(fd);
 		errno = EINVAL;
 		return -1;
 	}
-	snprintf(target, sizeof(target), "/run/netns/%s", name);
-	if (mkdirs("/run/netns", 0755) == -1 ||
-	    (tfd = open(target, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0)) == -1) {
-		snprintf(err, errlen, "%s: %s", target, strerror(errno));
+	/* named from the descriptor: the namespace checked is the one
+	 * named, even if the path changes meanwhile */
+	if (gw_netns_name(gw, fd, name, nameserver, err, errlen) == -1) {
+		saved = errno;
+		close(fd);
+		errno = saved;
 		return -1;
 	}
-	close(tfd);
-	if (mount(attach, target, "none", MS_BIND, NULL) == -1) {
-		snprintf(err, errlen, "bind %s on %s: %s", attach, target,
-		    strerror(errno));
-		unlink(target);
-		return -1;
-	}
-	return 0;
+	return fd;
+}
+
+static int64_t
+elapsed_us(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000000 +
+	    (t1.tv_nsec - t0->tv_nsec) / 1000;
 }
 
 int
@@ -418,8 +487,12 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 {
 	struct gw_sandbox *sb = NULL;
 	struct policy *p;
+	struct timespec t0;
+	char resolver[INET_ADDRSTRLEN];
 	unsigned slot;
+	int nsfd, rc;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	*out = NULL;
 	if (!gw_sandbox_name_valid(name)) {
 		snprintf(err, errlen, "invalid sandbox name \"%s\": 1..%d characters "
@@ -460,16 +533,20 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 	}
 	sb->policy = p;
 	sb->created_us = store_now_us();
-	if (attach != NULL &&
-	    attach_netns(gw, name, attach, err, errlen) == -1) {
+	ip_str(sb->gw_addr, resolver);
+	nsfd = attach != NULL ?
+	    attach_netns(gw, name, attach, resolver, err, errlen) :
+	    gw_netns_create(gw, name, resolver, err, errlen);
+	if (nsfd == -1) {
 		int saved = errno;
 
 		sandbox_free(sb);
 		errno = saved;
 		return -1;
 	}
-	if (plumb(gw, sb, attach == NULL, err, errlen) == -1 ||
-	    state_save(gw, sb, err, errlen) == -1) {
+	rc = plumb(gw, sb, nsfd, err, errlen);
+	close(nsfd);
+	if (rc == -1 || state_save(gw, sb, err, errlen) == -1) {
 		int saved = errno ? errno : EIO;
 
 		unplumb(gw, sb->name, sb->ifname);
@@ -481,6 +558,8 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 	link_sandbox(gw, sb);
 	log_sandbox(gw, sb, "add");
 	log_policy(gw, sb);
+	log_debug("sandbox %s: added in %lld us (%zu sandboxes)", sb->name,
+	    (long long)elapsed_us(&t0), gw->nsandboxes);
 	*out = sb;
 	return 0;
 }
@@ -489,7 +568,9 @@ int
 gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 {
 	struct gw_sandbox *sb = gw_sandbox_by_name(gw, name);
+	struct timespec t0;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (sb == NULL) {
 		snprintf(err, errlen, "no sandbox named \"%s\"", name);
 		errno = ENOENT;
@@ -505,6 +586,8 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	unplumb(gw, sb->name, sb->ifname);
 	state_remove(gw, sb->name);
 	log_sandbox(gw, sb, "del");
+	log_debug("sandbox %s: deleted in %lld us (%zu sandboxes)", sb->name,
+	    (long long)elapsed_us(&t0), gw->nsandboxes);
 	sandbox_free(sb);
 	return 0;
 }
@@ -545,8 +628,115 @@ gw_sandbox_set_policy(struct gw *gw, const char *name,
 	return 0;
 }
 
+/* A kept sandbox whose veth is gone: plumbed again, into its namespace if
+ * that still exists (an attached one, or one a process holds), else into a
+ * new one. */
+static int
+replumb(struct gw *gw, struct gw_sandbox *sb, char *err, size_t errlen)
+{
+	char resolver[INET_ADDRSTRLEN];
+	int nsfd, rc;
+
+	ip_str(sb->gw_addr, resolver);
+	if (gw_netns_exists(sb->name))
+		nsfd = gw_netns_open(sb->name, false, err, errlen);
+	else
+		nsfd = gw_netns_create(gw, sb->name, resolver, err, errlen);
+	if (nsfd == -1)
+		return -1;
+	rc = plumb(gw, sb, nsfd, err, errlen);
+	close(nsfd);
+	return rc;
+}
+
+struct leftovers {
+	const struct gw	*gw;
+	uint32_t	*ifindex;
+	char		(*ifname)[IF_NAMESIZE];
+	size_t		 n, cap;
+	bool		 nomem;
+};
+
+/* Collects the sandbox veths (sg<N>) that no restored sandbox owns. */
+static void
+leftover_cb(uint32_t ifindex, const char *name, void *arg)
+{
+	struct leftovers *l = arg;
+	const size_t plen = strlen(GW_SB_IF_PREFIX);
+	const struct gw_sandbox *sb;
+	unsigned long slot;
+	char *end;
+
+	if (strncmp(name, GW_SB_IF_PREFIX, plen) != 0)
+		return;
+	errno = 0;
+	slot = strtoul(name + plen, &end, 10);
+	if (name[plen] >= '0' && name[plen] <= '9' && *end == '\0' &&
+	    errno == 0 && slot < l->gw->pool_slots &&
+	    (sb = l->gw->slots[slot]) != NULL && sb->ifindex == ifindex)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		uint32_t *idx = reallocarray(l->ifindex, cap, sizeof(*idx));
+		char (*nm)[IF_NAMESIZE];
+
+		if (idx != NULL)
+			l->ifindex = idx;
+		nm = reallocarray(l->ifname, cap, sizeof(*nm));
+		if (nm != NULL)
+			l->ifname = nm;
+		if (idx == NULL || nm == NULL) {
+			l->nomem = true;
+			return;
+		}
+		l->cap = cap;
+	}
+	l->ifindex[l->n] = ifindex;
+	snprintf(l->ifname[l->n], IF_NAMESIZE, "%s", name);
+	l->n++;
+}
+
+/*
+ * A crashed run can leave sandbox veths that no kept state names (killed
+ * between making the veth and saving the state, a state file removed by
+ * hand). Every sg<N> is a sandbox interface to the ruleset: one that is
+ * no sandbox's is deleted, with its far end.
+ */
+static void
+sweep_leftovers(struct gw *gw)
+{
+	struct leftovers l = { .gw = gw };
+	struct gw_nl *nl;
+	char err[512];
+	size_t i;
+
+	if (!have_gateway(gw) || (nl = gateway_nl(gw, err, sizeof(err))) == NULL ||
+	    gw_nl_links(nl, leftover_cb, &l, err, sizeof(err)) == -1) {
+		if (have_gateway(gw))
+			log_warnx("gateway %s: leftover interfaces not "
+			    "looked for: %s", gw->cfg.netns, err);
+		goto cleanup;
+	}
+	if (l.nomem)
+		log_warnx("gateway %s: out of memory listing leftover "
+		    "interfaces: some stay", gw->cfg.netns);
+	for (i = 0; i < l.n; i++) {
+		if (gw_nl_link_del(nl, l.ifindex[i], err, sizeof(err)) == -1)
+			log_warnx("gateway %s: leftover %s: %s", gw->cfg.netns,
+			    l.ifname[i], err);
+		else
+			log_info("gateway %s: deleted %s, a leftover that "
+			    "belongs to no sandbox", gw->cfg.netns,
+			    l.ifname[i]);
+	}
+cleanup:
+	free(l.ifindex);
+	free(l.ifname);
+}
+
 /* Re-adopts the sandboxes kept in state-dir after a restart, rebuilding
- * whatever part of their plumbing is gone. */
+ * whatever part of their plumbing is gone; then removes sandbox veths
+ * that belong to none of them. */
 int
 gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 {
@@ -598,22 +788,23 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		sb->policy = p;
 		sb->created_us = created;
 		sb->ifindex = ifindex_in_gateway(gw, sb->ifname);
-		if (sb->ifindex == 0 && !gw->cfg.teardown) {
-			char perr2[512];
-
-			/* its veth is gone (the gateway namespace was
-			 * recreated): build it again */
-			if (plumb(gw, sb, !gw_netns_exists(sb->name), perr2,
-			    sizeof(perr2)) == -1) {
-				log_warnx("sandbox %s: cannot restore: %s", name,
-				    perr2);
-				unplumb(gw, sb->name, sb->ifname);
-				sandbox_free(sb);
-				json_decref(o);
-				continue;
-			}
+		/* its veth is gone (the gateway namespace was recreated):
+		 * build it again */
+		if (sb->ifindex == 0 && !gw->cfg.teardown &&
+		    replumb(gw, sb, perr, sizeof(perr)) == -1) {
+			log_warnx("sandbox %s: cannot restore: %s", name, perr);
+			unplumb(gw, sb->name, sb->ifname);
+			sandbox_free(sb);
+			json_decref(o);
+			continue;
 		}
-		resolv_conf_write(sb);
+		if (!gw->cfg.teardown) {
+			char ip[INET_ADDRSTRLEN];
+
+			if (gw_netns_resolv_conf(gw, sb->name,
+			    ip_str(sb->gw_addr, ip), perr, sizeof(perr)) == -1)
+				log_warnx("sandbox %s: %s", sb->name, perr);
+		}
 		link_sandbox(gw, sb);
 		if (!gw->cfg.teardown)
 			log_info("sandbox %s restored (%s)", sb->name,
@@ -621,6 +812,8 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		json_decref(o);
 	}
 	closedir(d);
+	if (!gw->cfg.teardown)
+		sweep_leftovers(gw);
 	return 0;
 }
 
@@ -647,4 +840,6 @@ gw_sandboxes_free(struct gw *gw)
 	free(gw->by_ifindex);
 	gw->slots = NULL;
 	gw->by_ifindex = NULL;
+	gw_nl_close(gw->rtnl);
+	gw->rtnl = NULL;
 }

@@ -23,6 +23,8 @@ struct note {
 	char			 stripped[200];
 	char			 sandbox[GW_NAME_MAX + 1];
 	char			 sha256[65];
+	bool			 unlogged;	/* rate-limited, counted for the
+						 * summary row (limits.c) */
 };
 
 _Static_assert(sizeof(struct note) <= sizeof(((struct dns_request *)0)->user),
@@ -61,6 +63,15 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	n->slot = n->sb->slot;
 	snprintf(n->sandbox, sizeof(n->sandbox), "%s", n->sb->name);
 	snprintf(n->sha256, sizeof(n->sha256), "%s", n->sb->policy->sha256);
+	if (!gw_limit_dns(gw, n->sb, now_ms())) {
+		/* over the sandbox's rate: refused before anything else,
+		 * so that a flood costs little; logged only in part */
+		n->reason = "rate_limited";
+		gw_limit_rule_text(gw, GW_LIMIT_DNS, n->rule, sizeof(n->rule), 0);
+		n->unlogged = !gw_limit_log_dns(gw, n->sb, req, now_ms());
+		*rcode = DNS_R_REFUSED;
+		return DNS_ANSWER;
+	}
 	/* a query that cannot be logged is not answered either */
 	if (!store_has_room(gw->store, 2) || !store_writable(gw->store)) {
 		n->reason = "log_unavailable";
@@ -101,6 +112,16 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 	if (r == NULL) {
 		n->reason = "upstream_failed";
 		*rcode = DNS_R_SERVFAIL;
+		return;
+	}
+	if (gw_sandbox_by_ifindex(gw, req->ifindex) != n->sb) {
+		/* deleted while the query was upstream: its policy is gone,
+		 * and a binding now would outlive it in its slot */
+		n->sb = NULL;
+		n->reason = "unknown_sandbox";
+		n->verdict = "deny";
+		*rcode = DNS_R_REFUSED;
+		r->nrr = 0;
 		return;
 	}
 	if (*rcode != DNS_R_NOERROR && *rcode != DNS_R_NXDOMAIN)
@@ -147,12 +168,15 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 	snprintf(d.answers, sizeof(d.answers), "%s", n->answers);
 	snprintf(d.stripped, sizeof(d.stripped), "%s", n->stripped);
 	snprintf(d.policy_sha256, sizeof(d.policy_sha256), "%s", n->sha256);
-	if (store_put_dns(gw->store, &d) == -1)
+	gw_metrics_dns(gw->metrics, d.verdict);
+	/* a rate-limited query past its second's rows has none: it is
+	 * counted in the summary row instead (limits.c) */
+	if (!n->unlogged && store_put_dns(gw->store, &d) == -1)
 		gw->denied_unlogged++;
 	/* a refused name goes into the sandbox's pcap too, re-encoded from
 	 * the parsed question (the resolver does not keep the raw bytes) */
-	if (gw->capture != NULL && n->sb != NULL && req->perr == DNS_PARSE_OK &&
-	    strcmp(d.verdict, "deny") == 0) {
+	if (gw->capture != NULL && n->sb != NULL && !n->unlogged &&
+	    req->perr == DNS_PARSE_OK && strcmp(d.verdict, "deny") == 0) {
 		uint8_t msg[DNS_NAME_MAX + 64];
 		int len = dns_write_query(msg, sizeof(msg), req->q.id,
 		    req->q.qname, req->q.qtype, req->q.qclass);

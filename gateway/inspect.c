@@ -35,6 +35,8 @@ struct hold {
 	uint64_t		 deadline;	/* held bytes must be decided by */
 	uint64_t		 last_ms;	/* last packet seen */
 	uint32_t		 ids[GW_HOLD_PKTS];
+	struct nfq_queue	*qs[GW_HOLD_PKTS];	/* the queue each came
+						 * on (--queue-balance) */
 	size_t			 nids;
 	struct nfq_reasm	*reasm;
 	struct nfq_http_stream	*http;
@@ -160,6 +162,9 @@ gw_inspect_free(struct gw *gw)
 {
 	size_t i;
 
+	/* counts of rate-limited attempts not yet summarised are written
+	 * before the log closes */
+	gw_limits_expire(gw, 0, true);
 	if (gw->holds == NULL)
 		return;
 	for (i = 0; i < GW_HOLD_MAX; i++)
@@ -262,12 +267,35 @@ log_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	return 0;
 }
 
+/*
+ * One verdict for held packets [0, n), in order: each run of packets that
+ * came on the same queue in one send (with several queues a flow's
+ * packets may come on several).
+ */
+static int
+verdict_held(struct hold *h, size_t n, uint32_t verdict, bool set_mark,
+    uint32_t mark)
+{
+	size_t i, j;
+	int rc = 0;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && h->qs[j] == h->qs[i]; j++)
+			;
+		if (nfq_queue_verdicts(h->qs[i], h->ids + i, j - i, verdict,
+		    set_mark, mark) == -1)
+			rc = -1;
+	}
+	return rc;
+}
+
 /* Releases every held packet (and the one in hand, already in ids). */
 static void
 release(struct gw *gw, struct hold *h, uint32_t mark)
 {
-	if (h->nids > 0 && nfq_queue_verdicts(gw->queue, h->ids, h->nids,
-	    NF_ACCEPT, true, mark) == -1)
+	(void)gw;
+	if (h->nids > 0 && verdict_held(h, h->nids, NF_ACCEPT, true,
+	    mark) == -1)
 		log_warn("verdicts for a held flight");
 	h->nids = 0;
 }
@@ -283,11 +311,12 @@ reject(struct gw *gw, struct hold *h)
 	log_debug("reject flow to port %u: %zu held", h->t.dport, h->nids);
 	if (h->nids == 0)
 		return;
-	if (h->nids > 1 && nfq_queue_verdicts(gw->queue, h->ids, h->nids - 1,
-	    NF_DROP, false, 0) == -1)
+	(void)gw;
+	if (h->nids > 1 && verdict_held(h, h->nids - 1, NF_DROP, false,
+	    0) == -1)
 		log_warn("verdicts for a held flight");
-	if (nfq_queue_verdict(gw->queue, h->ids[h->nids - 1], NF_REPEAT, true,
-	    GW_MARK_DENY) == -1)
+	if (nfq_queue_verdict(h->qs[h->nids - 1], h->ids[h->nids - 1],
+	    NF_REPEAT, true, GW_MARK_DENY) == -1)
 		log_warn("verdict for a held flight");
 	h->nids = 0;
 }
@@ -329,10 +358,12 @@ static void
 add_id(struct gw *gw, struct hold *h, uint32_t id)
 {
 	if (h->nids == GW_HOLD_PKTS) {
-		(void)nfq_queue_verdict(gw->queue, h->ids[h->nids - 1], NF_DROP,
-		    false, 0);
+		(void)nfq_queue_verdict(h->qs[h->nids - 1],
+		    h->ids[h->nids - 1], NF_DROP, false, 0);
 		h->nids--;
 	}
+	/* the packet in hand came on the queue being read */
+	h->qs[h->nids] = gw->queue;
 	h->ids[h->nids++] = id;
 }
 
@@ -546,18 +577,21 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 		hold_free(gw, h);	/* a reused 4-tuple: start afresh */
 	/* bounded in all, and per sandbox so that one cannot take every
 	 * slot from the others: constant work, on the path of every SYN */
-	if (hs->n == GW_HOLD_MAX || sb->holds >= GW_HOLD_PER_SANDBOX)
+	if ((errno = gw_limit_hold(gw, sb, hs->n)) != 0)
 		return -1;
 	i = (size_t)hs->free_ix[GW_HOLD_MAX - 1 - hs->n];
 	h = &hs->h[i];
 	memset(h, 0, sizeof(*h));
 	h->reasm = malloc(sizeof(*h->reasm));
-	if (h->reasm == NULL)
+	if (h->reasm == NULL) {
+		errno = ENOMEM;
 		return -1;
+	}
 	if (kind == GW_INSPECT_HTTP) {
 		if ((h->http = malloc(sizeof(*h->http))) == NULL) {
 			free(h->reasm);
 			h->reasm = NULL;
+			errno = ENOMEM;
 			return -1;
 		}
 		nfq_http_init(h->http);
@@ -645,8 +679,17 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 			reject(gw, h);
 			hold_free(gw, h);
 		} else {
-			if (!(t->tcp_flags & (TH_RST | TH_FIN)) && t->l4_len > 0)
-				(void)gw_log_flow(gw, sb, t, &d, NULL);
+			/* a row each, so each is charged to the sandbox's
+			 * rate like a new flow: a stream of them cannot fill
+			 * the log either */
+			if (!(t->tcp_flags & (TH_RST | TH_FIN)) &&
+			    t->l4_len > 0) {
+				if (sb != NULL && !gw_limit_conn(gw, sb, now))
+					(void)gw_limit_log_flow(gw, sb, t,
+					    GW_LIMIT_CONN, now);
+				else
+					(void)gw_log_flow(gw, sb, t, &d, NULL);
+			}
 			(void)nfq_queue_verdict(gw->queue, pkt->id, NF_REPEAT,
 			    true, GW_MARK_DENY);
 		}
@@ -694,6 +737,7 @@ gw_inspect_timeout(struct gw *gw, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 	size_t i;
+	int lt;
 
 	for (i = 0; i < GW_HOLD_MAX; i++) {
 		const struct hold *h = &gw->holds->h[i];
@@ -705,6 +749,9 @@ gw_inspect_timeout(struct gw *gw, uint64_t now)
 		if (h->last_ms + GW_HOLD_SILENT_MS < next)
 			next = h->last_ms + GW_HOLD_SILENT_MS;
 	}
+	/* the summary rows of rate-limited attempts ride on this timer */
+	if ((lt = gw_limits_timeout(gw, now)) >= 0 && now + (uint64_t)lt < next)
+		next = now + (uint64_t)lt;
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -715,6 +762,7 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 {
 	size_t i;
 
+	gw_limits_expire(gw, now, false);
 	for (i = 0; i < GW_HOLD_MAX; i++) {
 		struct hold *h = &gw->holds->h[i];
 		struct gw_sandbox *sb;
@@ -743,6 +791,7 @@ gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
 {
 	size_t i;
 
+	gw_limits_forget(gw, ifindex);
 	if (gw->holds == NULL)
 		return;
 	for (i = 0; i < GW_HOLD_MAX; i++) {
@@ -750,8 +799,8 @@ gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
 
 		if (h->used && h->key.ifindex == ifindex) {
 			if (h->nids > 0)
-				(void)nfq_queue_verdicts(gw->queue, h->ids,
-				    h->nids, NF_DROP, false, 0);
+				(void)verdict_held(h, h->nids, NF_DROP, false,
+				    0);
 			hold_free(gw, h);
 		}
 	}

@@ -33,6 +33,8 @@ static const char *const reason_names[GW_R_COUNT] = {
 	[GW_R_HOLD_OVERFLOW] = "hold_overflow",
 	[GW_R_HOLD_TABLE_FULL] = "hold_table_full",
 	[GW_R_NO_INSPECTION_STATE] = "no_inspection_state",
+	[GW_R_IPV6] = "ipv6",
+	[GW_R_RATE_LIMITED] = "rate_limited",
 };
 
 const char *

@@ -46,6 +46,9 @@ enum gw_reason {
 	GW_R_HOLD_TABLE_FULL,	/* too many flows being inspected at once */
 	GW_R_NO_INSPECTION_STATE,	/* a packet of an inspected flow sluiced
 				 * knows nothing of (e.g. after a restart) */
+	GW_R_IPV6,		/* IPv6 from a sandbox: never carried (ipv6.c) */
+	GW_R_RATE_LIMITED,	/* over one of its sandbox's bounds (limits.c);
+				 * denied in audit mode too */
 	GW_R_COUNT
 };
 

@@ -4,11 +4,14 @@
 # denied attacker port: the queue overflows and the kernel drops, nothing
 # passes without a verdict (every SYN that reached the attacker has an
 # allow row, the denied port gets nothing), and every SYN sent is either
-# logged or in the kernel's drop counters. Then a sustained flood, as fast
-# as one process can send for 3 s. A quiet second sandbox keeps making
-# connections during both; with no per-sandbox fairness yet (issue 6) its
-# success ratio and latency are measured and printed, and only a total
-# loss fails.
+# logged (a rate_limited summary row counts the attempts it stands for)
+# or in the kernel's drop counters. Then a sustained flood, as fast as
+# one process can send for 3 s. A quiet second sandbox keeps making
+# connections during both. The kernel's queue is one for all sandboxes:
+# what overflows it is dropped before sluiced sees it, whoever sent it,
+# and sluiced's per-sandbox bounds cannot help there (53-flood-fairness
+# is their test, at a rate the queue takes). So b's success ratio and
+# latency are measured and printed, and only a total loss fails.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init syn-flood
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -146,7 +149,7 @@ ok = [x["ms"] for x in r if x["ok"]]
 print(len(ok), len(r), max(ok) if ok else -1, sum(m >= 900 for m in ok))' "$1")"
 	echo "quiet sandbox b during the $2: $ok of $n connections succeeded, $late of them only after a SYN retransmission (slowest ${slow} ms)"
 	if [ "$ok" != "$n" ] || [ "$late" != 0 ]; then
-		echo "NOTE: no per-sandbox fairness yet (issue 6): the $2 cost b $((n - ok)) failed and $late delayed connections of $n"
+		echo "NOTE: the $2 overflowed the shared kernel queue: it cost b $((n - ok)) failed and $late delayed connections of $n"
 	fi
 	tb_check "b got something through during the $2 ($ok/$n)" [ "$ok" -gt 0 ]
 }
@@ -174,16 +177,23 @@ for _ in $(seq 30); do
 	n2=$(tb_attacker_packet_count proto=tcp flags=S dport=4444)
 	[ "$n1" = "$n2" ] && [ "$depth" = 0 ] && break
 done
-sleep 0.2
+sleep 1.2	# and a rate_limited summary row is due a second on
 
 counters 1
 qdrop=$((qd1 - qd0)) udrop=$((ud1 - ud0)) seqd=$((seq1 - seq0))
 rules=$((rule1 - rule0)) pkts=$((pk1 - pk0))
 a_rows() { tb_sql "SELECT count(*) FROM flows WHERE id > $id0 AND sandbox = '${P}-a' $1"; }
-rows_a=$(a_rows "")
+# the attempts rows stand for: a rate_limited summary row (its rule
+# starts with the count) for that many, any other row for one
+weight() { tb_sql "SELECT coalesce(sum(CASE reason WHEN 'rate_limited' THEN
+    max(1, CAST(rule AS INTEGER)) ELSE 1 END), 0) FROM flows WHERE id > $id0 $1"; }
 rows_a_allow=$(a_rows "AND verdict = 'allow' AND dst_port = 4444")
 rows_a_deny=$(a_rows "AND verdict = 'deny' AND dst_port = 5555 AND reason = 'port_not_allowed'")
-rows_all=$(tb_sql "SELECT count(*) FROM flows WHERE id > $id0")
+rows_a_limited=$(a_rows "AND verdict = 'deny' AND reason = 'rate_limited'")
+limited_a=$(weight "AND sandbox = '${P}-a' AND reason = 'rate_limited'")
+nrows_a=$(a_rows "")
+rows_a=$(weight "AND sandbox = '${P}-a'")
+rows_all=$(weight "")
 lost=$(tb_sql "SELECT coalesce(sum(count), 0) FROM lost_records")
 syn_allow=$(( $(tb_attacker_packet_count proto=tcp flags=S dport=4444) - syn0 ))
 syn_deny=$(tb_attacker_packet_count proto=tcp dport=5555)
@@ -194,7 +204,7 @@ kernel queue 0 in the gateway (maxlen $QMAX), during the burst flood:
   queue_dropped (full)      $qdrop
   user_dropped (socket)     $udrop
   ids handed out            $seqd
-sluiced: packets received $pkts; new rows $rows_all (a: $rows_a = $rows_a_allow allow + $rows_a_deny deny); lost_records $lost
+sluiced: packets received $pkts; new rows for $rows_all attempts (a: $rows_a = $rows_a_allow allow + $rows_a_deny deny + $limited_a rate_limited in $rows_a_limited rows); lost_records $lost
 flood: sent $sent; logged $rows_a; dropped by the kernel's queue $((qdrop + udrop)); unaccounted $((sent - rows_a - qdrop - udrop))
 attacker: $syn_allow SYNs on :4444, $syn_deny packets on :5555
 EOF
@@ -204,10 +214,10 @@ tb_assert_eq "$seqd" $((rules - qdrop)) \
     "every packet the rules queued got an id or is counted in queue_dropped"
 tb_assert_eq "$pkts" $((seqd - udrop)) \
     "sluiced received every packet the kernel handed to netlink"
-tb_check "each packet sluiced received is a row, or a retransmission of one ($rows_all rows, $pkts packets)" \
+tb_check "each packet sluiced received is a row (or counted in one), or a retransmission ($rows_all attempts, $pkts packets)" \
     [ "$rows_all" -le "$pkts" ] && [ $((pkts - rows_all)) -le 100 ]
-tb_assert_eq "$rows_a" $((rows_a_allow + rows_a_deny)) \
-    "the flood's rows: allow on :4444, port_not_allowed on :5555"
+tb_assert_eq "$nrows_a" $((rows_a_allow + rows_a_deny + rows_a_limited)) \
+    "the flood's rows: allow on :4444, port_not_allowed on :5555, or rate_limited"
 tb_check "every SYN sent is logged or counted as dropped by the kernel ($sent <= $rows_a + $qdrop + $udrop)" \
     [ "$sent" -le $((rows_a + qdrop + udrop)) ]
 tb_assert_le "$syn_allow" "$rows_a_allow" "SYNs that reached the attacker's :4444 vs allow rows"

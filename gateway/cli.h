@@ -48,6 +48,8 @@ extern const struct cli_command cmd_policy;
 extern const struct cli_command cmd_log;
 /* cmd_replay.c */
 extern const struct cli_command cmd_replay;
+/* cmd_stats.c */
+extern const struct cli_command cmd_stats;
 
 /* sluice.c: shared by the actions. */
 

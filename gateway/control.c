@@ -36,10 +36,17 @@ gw_control_open(struct gw *gw, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: path too long", path);
 		return -1;
 	}
+	gr = getgrnam(CTL_GROUP);
+	ctl_gid = gr ? gr->gr_gid : 0;
 	snprintf(dir, sizeof(dir), "%s", path);
 	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
 		*slash = '\0';
-		if (mkdir(dir, 0750) == -1 && errno != EEXIST) {
+		/* made here: the group must be able to reach the socket in it
+		 * (an existing directory is left as it is) */
+		if (mkdir(dir, 0750) == 0) {
+			if (chown(dir, 0, ctl_gid) == -1)
+				log_warn("%s: group", dir);
+		} else if (errno != EEXIST) {
 			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 			return -1;
 		}
@@ -63,8 +70,6 @@ gw_control_open(struct gw *gw, char *err, size_t errlen)
 		close(fd);
 		return -1;
 	}
-	gr = getgrnam(CTL_GROUP);
-	ctl_gid = gr ? gr->gr_gid : 0;
 	if (chown(path, 0, ctl_gid) == -1 || chmod(path, 0660) == -1)
 		log_warn("%s: permissions", path);
 	gw->ctl_fd = fd;
@@ -102,6 +107,35 @@ static json_t *
 error_reply(const char *code, const char *msg)
 {
 	return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", msg, "code", code);
+}
+
+/*
+ * {"ok":true, ...gw_metrics_json...}, with "prometheus": the exposition
+ * text when asked for (`sluice stats --prometheus`).
+ */
+static json_t *
+stats_reply(struct gw *gw, bool prometheus)
+{
+	struct gw_metrics_state st;
+	json_t *reply;
+	char *text;
+	size_t len;
+
+	gw_metrics_gather(gw, &st);
+	if ((reply = gw_metrics_json(gw->metrics, &st)) == NULL)
+		return NULL;
+	json_object_set_new(reply, "ok", json_true());
+	if (prometheus) {
+		if ((text = gw_metrics_text(gw->metrics, &st, &len)) == NULL ||
+		    json_object_set_new(reply, "prometheus",
+		    json_stringn(text, len)) == -1) {
+			free(text);
+			json_decref(reply);
+			return NULL;
+		}
+		free(text);
+	}
+	return reply;
 }
 
 /* errno from the sandbox layer -> who is to blame */
@@ -168,6 +202,9 @@ handle(struct gw *gw, json_t *req)
 		    "bindings", (json_int_t)(gw->bindings ?
 		    dns_bindings_count(gw->bindings) : 0));
 	}
+	if (strcmp(cmd, "stats") == 0)
+		return stats_reply(gw,
+		    json_is_true(json_object_get(req, "prometheus")));
 	if (name == NULL)
 		return error_reply("invalid", "missing \"name\"");
 	if (strcmp(cmd, "sandbox.add") == 0) {

@@ -23,7 +23,9 @@ copy(char *dst, size_t len, const char *src)
 
 /*
  * Queues the row. Returns -1 when the log cannot take it: the caller then
- * denies (a flow that cannot be logged is not let through).
+ * denies (a flow that cannot be logged is not let through). Rows queued
+ * are counted by verdict and reason (metrics.h), so the counters equal the
+ * rows the database gets; refused ones are counted as lost by the store.
  */
 int
 gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
@@ -57,5 +59,8 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 		copy(f.http_path, sizeof(f.http_path), x->http_path);
 		copy(f.app, sizeof(f.app), x->app);
 	}
-	return store_put_flow(gw->store, &f);
+	if (store_put_flow(gw->store, &f) == -1)
+		return -1;
+	gw_metrics_flow(gw->metrics, d->verdict, d->reason);
+	return 0;
 }

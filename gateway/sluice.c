@@ -42,6 +42,7 @@ static const struct cli_command *const commands[] = {
 	&cmd_log,
 	&cmd_replay,
 	&cmd_status,
+	&cmd_stats,
 	&cmd_help,
 };
 #define NCOMMANDS	(sizeof(commands) / sizeof(commands[0]))

@@ -4,6 +4,7 @@ PREFIX  ?= /usr/local
 SBINDIR ?= $(PREFIX)/sbin
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
 UNITDIR ?= /etc/systemd/system
 CNIBINDIR ?= /opt/cni/bin
 
@@ -92,8 +93,22 @@ test: deps
 	@echo "== scenarios $(ASAN_SCENARIOS) again, with sluiced and sluice under ASan+UBSan"
 	$(Q)SLUICED=$(CURDIR)/build-asan/sluiced SLUICE=$(CURDIR)/build-asan/sluice \
 	    SLUICE_CNI=$(CURDIR)/build-asan/sluice-cni \
-	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TB_SANDBOXES=200 \
 	    SCENARIOS='$(ASAN_SCENARIOS)' sh tests/run-scenarios.sh
+	$(Q)$(MAKE) --no-print-directory tsan
+
+# sluiced built with ThreadSanitizer, run where it has threads to race:
+# several queue readers beside the main loop (any report stops sluiced,
+# which fails the scenario).
+TSAN_SCENARIOS ?= 52*
+tsan:
+	$(Q)$(MAKE) --no-print-directory B=build-tsan \
+	    CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=thread" build-tsan/sluiced build-tsan/sluice
+	@echo "== scenarios $(TSAN_SCENARIOS) with sluiced under ThreadSanitizer"
+	$(Q)SLUICED=$(CURDIR)/build-tsan/sluiced SLUICE=$(CURDIR)/build-tsan/sluice \
+	    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	    SCENARIOS='$(TSAN_SCENARIOS)' sh tests/run-scenarios.sh
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -173,18 +188,65 @@ soak: all $(B)/soakload
 	$(Q)SLUICED=$(abspath $(B)/sluiced) SLUICE=$(abspath $(B)/sluice) \
 	    SOAKLOAD=$(abspath $(B)/soakload) bash tests/soak/run.sh
 
+# `make install` puts, under DESTDIR if given:
+#   $(SBINDIR)/sluiced  $(BINDIR)/sluice  $(CNIBINDIR)/sluice-cni
+#   $(MANDIR)/man8/sluiced.8 sluice.8 sluice-cni.8  $(MANDIR)/man5/sluice-policy.5
+#   $(UNITDIR)/sluiced.service, its ExecStart= naming $(SBINDIR)/sluiced
+#   $(SYSCONFDIR)/sluice/sluiced.json from deploy/sluiced.json, unless a
+#     config is there already (it is never overwritten)
+# and, when installing to / (no DESTDIR), the system group `sluice` whose
+# members may use the control socket, if the host has none.
+# `make uninstall` removes those files, and $(SYSCONFDIR)/sluice if empty.
+# Like dpkg with a conffile, it keeps a config that differs from
+# deploy/sluiced.json. The group, the directories (shared with other
+# software: $(SBINDIR), $(CNIBINDIR), ...) and /var/lib/sluice (the log and
+# the sandboxes' state, written by sluiced, not by install) stay.
+MAN8    := sluiced.8 sluice.8 sluice-cni.8
+MAN5    := sluice-policy.5
+CONF    := $(SYSCONFDIR)/sluice/sluiced.json
+
 install: all
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(CNIBINDIR) \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(UNITDIR)
 	install -m 0755 $(B)/sluiced $(DESTDIR)$(SBINDIR)/sluiced
 	install -m 0755 $(B)/sluice $(DESTDIR)$(BINDIR)/sluice
-	install -d $(DESTDIR)$(CNIBINDIR)
 	install -m 0755 $(B)/sluice-cni $(DESTDIR)$(CNIBINDIR)/sluice-cni
-	install -m 0644 deploy/man/*.8 $(DESTDIR)$(MANDIR)/man8/
-	install -m 0644 deploy/man/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(addprefix deploy/man/,$(MAN8)) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(addprefix deploy/man/,$(MAN5)) $(DESTDIR)$(MANDIR)/man5/
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	    deploy/sluiced.service.in > $(DESTDIR)$(UNITDIR)/sluiced.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/sluiced.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/sluiced.service.tmp $(DESTDIR)$(UNITDIR)/sluiced.service
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/sluice
+	@if [ ! -e $(DESTDIR)$(CONF) ]; then \
+		echo "install -m 0644 deploy/sluiced.json $(DESTDIR)$(CONF)"; \
+		install -m 0644 deploy/sluiced.json $(DESTDIR)$(CONF); \
+	elif ! cmp -s deploy/sluiced.json $(DESTDIR)$(CONF); then \
+		echo "install: $(DESTDIR)$(CONF) is there already: kept" \
+		    "(the default is deploy/sluiced.json)"; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && ! getent group sluice >/dev/null; then \
+		echo "groupadd --system sluice"; \
+		groupadd --system sluice; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/sluiced $(DESTDIR)$(BINDIR)/sluice \
+	    $(DESTDIR)$(CNIBINDIR)/sluice-cni $(DESTDIR)$(UNITDIR)/sluiced.service
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(MAN8)) \
+	    $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(MAN5))
+	@if [ -e $(DESTDIR)$(CONF) ] && ! cmp -s deploy/sluiced.json $(DESTDIR)$(CONF); then \
+		echo "uninstall: $(DESTDIR)$(CONF) differs from deploy/sluiced.json: kept"; \
+	else \
+		echo "rm -f $(DESTDIR)$(CONF)"; \
+		rm -f $(DESTDIR)$(CONF); \
+		rmdir $(DESTDIR)$(SYSCONFDIR)/sluice 2>/dev/null || true; \
+	fi
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan
 
-.PHONY: all deps unit scenarios adversarial test demo asan fuzz bench soak install clean
+.PHONY: all deps unit scenarios adversarial test demo asan tsan fuzz bench soak install \
+	uninstall clean
 
 -include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d $(B)/gateway/cni.d

@@ -10,7 +10,8 @@ iptables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
 bind9-dnsutils iputils-ping
 clang libclang-rt-14-dev
-iperf3 wrk dnsperf tinyproxy"
+iperf3 wrk dnsperf tinyproxy
+systemd man-db"
 
 missing=""
 for p in $PKGS; do

@@ -197,9 +197,11 @@ size_t dns_bindings_count_sandbox(const struct dns_bindings *b,
 
 /*
  * The server side of sluice's resolver: UDP and TCP port 53 listeners,
- * queries forwarded to upstream resolvers over UDP (one socket with a
- * random port and id per query in flight, answers checked against id,
- * name, type and class), timeouts, and TCP framing. What to answer is the
+ * queries forwarded to upstream resolvers over UDP (a few long-lived
+ * sockets per upstream, each connected from a random port and replaced
+ * after some thousands of questions or tens of seconds; a random id per
+ * query in flight; answers checked against socket, source, id, name, type
+ * and class), timeouts, and TCP framing. What to answer is the
  * caller's: it is asked through dns_resolver_ops. Single-threaded: the
  * caller polls the descriptors dns_resolver_pollfds gives and hands the
  * results back. Sockets are made in the network namespace of the thread
@@ -287,5 +289,14 @@ void dns_resolver_stats(const struct dns_resolver *r,
 
 /* NULL-safe; requests in flight end with done(-1). */
 void dns_resolver_close(struct dns_resolver *r);
+
+/*
+ * Replaces the upstream resolvers (a reload). New questions go to the new
+ * list; one in flight moves on to the new list's next entry if it has to
+ * ask again, and an answer from an upstream no longer listed is not taken.
+ * Returns 0, or -1 with errno EINVAL for more than DNS_UPSTREAM_MAX.
+ */
+int dns_resolver_set_upstreams(struct dns_resolver *r,
+    const uint32_t *upstreams, size_t nupstreams);
 
 #endif

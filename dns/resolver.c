@@ -2,7 +2,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
+#include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -13,17 +15,58 @@
 
 #include "dns/dns.h"
 
-enum slot_kind { K_UDP, K_TCP_LISTEN, K_CONN, K_PENDING };
+/*
+ * Upstream questions leave through a small pool of long-lived UDP sockets
+ * per upstream, each on its own port of the kernel's random ephemeral
+ * choice and connected to its upstream (the kernel then drops datagrams
+ * from anyone else, and routes both ways from the socket's cache). A
+ * forged answer still has to hit one (port, id) pair of a question in
+ * flight, as with a socket per question, without a socket, a connect and
+ * a conntrack entry per question. A socket takes between UPSOCK_USES and
+ * twice as many questions (or lives UPSOCK_AGE_MS to twice that), then
+ * takes no more and is closed when its last question is over, so that a
+ * port an observer may have learnt (the ICMP side channels of "SAD DNS")
+ * soon leads nowhere; the bounds are drawn at random per socket so that a
+ * pool does not turn over at once. Sockets are opened when first needed.
+ */
+#define UPSOCK_PER_UP	8
+#define UPSOCK_N	(DNS_UPSTREAM_MAX * UPSOCK_PER_UP)
+#define UPSOCK_USES	2048
+#define UPSOCK_AGE_MS	30000
+
+/* Datagrams per recvmmsg and answers per sendmmsg. A receive buffer is
+ * as large as any datagram so nothing is cut short; its pages are only
+ * touched as far as datagrams reach. */
+#define RX_BATCH	16
+#define RX_BUF		65536
+#define RX_BATCHES	4	/* per readable socket and loop turn */
+#define TX_BATCH	32
+#define TX_BUF		DNS_EDNS_SIZE	/* the largest UDP answer written */
+
+#define NONE		(-1)
+
+enum slot_kind { K_UDP, K_TCP_LISTEN, K_CONN, K_UPSTREAM };
 
 struct pending {
 	bool			 used;
 	struct dns_request	 req;
-	int			 fd;		/* upstream socket, -1 if none */
+	int			 sock;		/* upstream socket asked, NONE */
 	uint16_t		 upid;		/* the id sent upstream */
 	unsigned		 attempt;	/* which upstream is asked now */
 	uint64_t		 deadline;
 	int			 conn;		/* TCP client slot, -1 for UDP */
 	uint32_t		 conn_gen;
+	int			 prev, next;	/* deadline list; free list */
+};
+
+struct upsock {
+	int		 fd;		/* -1: closed, opened when needed */
+	uint32_t	 addr;		/* the upstream it is connected to */
+	uint32_t	 gen;		/* counts openings of this slot */
+	bool		 retiring;	/* takes no new questions */
+	uint32_t	 npending;
+	uint32_t	 uses, max_uses;
+	uint64_t	 retire_at;
 };
 
 struct conn {
@@ -45,6 +88,30 @@ struct slot_ref {
 	int		 index;
 };
 
+union pktinfo_cmsg {
+	struct cmsghdr	align;
+	char		buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+};
+
+/* Receive slots for recvmmsg, on the listener and the upstream sockets. */
+struct rx {
+	struct mmsghdr		 mm[RX_BATCH];
+	struct iovec		 iov[RX_BATCH];
+	struct sockaddr_in	 from[RX_BATCH];
+	union pktinfo_cmsg	 cmsg[RX_BATCH];
+	uint8_t			*buf;		/* RX_BATCH * RX_BUF */
+};
+
+/* UDP answers to clients, sent together at the end of a loop turn. */
+struct tx {
+	struct mmsghdr		 mm[TX_BATCH];
+	struct iovec		 iov[TX_BATCH];
+	struct sockaddr_in	 to[TX_BATCH];
+	union pktinfo_cmsg	 cmsg[TX_BATCH];
+	uint8_t			 buf[TX_BATCH][TX_BUF];
+	unsigned		 n;
+};
+
 struct dns_resolver {
 	int				 udp_fd;
 	int				 tcp_fd;
@@ -53,15 +120,25 @@ struct dns_resolver {
 	const struct dns_resolver_ops	*ops;
 	void				*arg;
 	struct pending			*pend;		/* DNS_PENDING_MAX */
+	int				 free_head;	/* unused pending slots */
+	int				 due_head, due_tail; /* by deadline */
+	struct upsock			 ups[UPSOCK_N];	/* by upstream */
+	unsigned			 ups_next[DNS_UPSTREAM_MAX];
 	struct conn			*conns;		/* DNS_TCP_MAX */
-	struct slot_ref			 map[2 + DNS_TCP_MAX + DNS_PENDING_MAX];
+	size_t				 nconns;
+	struct slot_ref			 map[2 + DNS_TCP_MAX + UPSOCK_N];
 	size_t				 nmap;
 	uint64_t			 now;
 	uint32_t			 next_gen;
 	struct dns_resolver_stats	 st;
+	struct rx			 rx;
+	struct tx			 tx;
+	uint8_t				 rnd[256];	/* from getrandom */
+	size_t				 rnd_off;
+	uint16_t			 by_id[65536];	/* upstream id -> slot + 1 */
 	struct dns_response		 resp;		/* one parsed response */
 	struct dns_request		 scratch;	/* a query being handled */
-	uint8_t				 buf[65536];	/* receive and build */
+	uint8_t				 buf[65536];	/* build */
 };
 
 static void
@@ -109,6 +186,19 @@ listener(int type, uint32_t addr, uint16_t port, char *err, size_t errlen)
 	return fd;
 }
 
+static void
+rx_init(struct rx *x)
+{
+	int j;
+
+	for (j = 0; j < RX_BATCH; j++) {
+		x->iov[j] = (struct iovec){ .iov_base = x->buf + j * RX_BUF,
+		    .iov_len = RX_BUF };
+		x->mm[j].msg_hdr = (struct msghdr){ .msg_name = &x->from[j],
+		    .msg_iov = &x->iov[j], .msg_iovlen = 1 };
+	}
+}
+
 struct dns_resolver *
 dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
     size_t nupstreams, const struct dns_resolver_ops *ops, void *arg,
@@ -124,18 +214,30 @@ dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
 	}
 	if ((r = calloc(1, sizeof(*r))) == NULL ||
 	    (r->pend = calloc(DNS_PENDING_MAX, sizeof(*r->pend))) == NULL ||
-	    (r->conns = calloc(DNS_TCP_MAX, sizeof(*r->conns))) == NULL) {
+	    (r->conns = calloc(DNS_TCP_MAX, sizeof(*r->conns))) == NULL ||
+	    (r->rx.buf = calloc(RX_BATCH, RX_BUF)) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		if (r != NULL)
+		if (r != NULL) {
 			free(r->pend);
+			free(r->conns);
+		}
 		free(r);
 		return NULL;
 	}
 	r->udp_fd = r->tcp_fd = -1;
-	for (i = 0; i < DNS_PENDING_MAX; i++)
-		r->pend[i].fd = -1;
+	r->free_head = NONE;
+	for (i = DNS_PENDING_MAX; i-- > 0; ) {
+		r->pend[i].sock = NONE;
+		r->pend[i].next = r->free_head;
+		r->free_head = (int)i;
+	}
+	r->due_head = r->due_tail = NONE;
+	for (i = 0; i < UPSOCK_N; i++)
+		r->ups[i].fd = -1;
 	for (i = 0; i < DNS_TCP_MAX; i++)
 		r->conns[i].fd = -1;
+	r->rnd_off = sizeof(r->rnd);
+	rx_init(&r->rx);
 	memcpy(r->up, upstreams, nupstreams * sizeof(*upstreams));
 	r->nup = nupstreams;
 	r->ops = ops;
@@ -146,6 +248,21 @@ dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
 		return NULL;
 	}
 	return r;
+}
+
+/* Random bits from the kernel's generator, fetched 256 bytes at a time
+ * (at most 256 bytes are never cut short once it is seeded). */
+static int
+random_bytes(struct dns_resolver *r, void *out, size_t len)
+{
+	if (sizeof(r->rnd) - r->rnd_off < len) {
+		if (getrandom(r->rnd, sizeof(r->rnd), 0) != sizeof(r->rnd))
+			return -1;
+		r->rnd_off = 0;
+	}
+	memcpy(out, r->rnd + r->rnd_off, len);
+	r->rnd_off += len;
+	return 0;
 }
 
 /* ---- answering ---------------------------------------------------------- */
@@ -160,32 +277,62 @@ answer_limit(const struct dns_request *req)
 	return req->q.udp_size < DNS_EDNS_SIZE ? req->q.udp_size : DNS_EDNS_SIZE;
 }
 
+/* Sends the queued UDP answers in one sendmmsg where it takes them all;
+ * an answer the kernel refuses is counted as dropped and skipped. */
+static void
+udp_flush(struct dns_resolver *r)
+{
+	unsigned off = 0;
+	int n;
+
+	while (off < r->tx.n) {
+		n = sendmmsg(r->udp_fd, r->tx.mm + off, r->tx.n - off,
+		    MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r->st.dropped++;
+			off++;
+		} else
+			off += (unsigned)n;
+	}
+	r->tx.n = 0;
+}
+
 static void
 udp_send(struct dns_resolver *r, const struct dns_request *req,
     const uint8_t *msg, size_t len)
 {
-	struct sockaddr_in to = { .sin_family = AF_INET,
-	    .sin_port = htons(req->src_port), .sin_addr.s_addr = req->src_addr };
-	union {
-		struct cmsghdr	align;
-		char		buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
-	} c;
-	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
-	struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof(to),
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
-	    .msg_controllen = sizeof(c.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	struct tx *t = &r->tx;
+	struct msghdr *mh;
+	struct cmsghdr *cm;
 	struct in_pktinfo pi;
+	unsigned k;
 
+	if (len > TX_BUF) {	/* not written by dns_write_answer for UDP */
+		r->st.dropped++;
+		return;
+	}
+	if (t->n == TX_BATCH)
+		udp_flush(r);
+	k = t->n++;
+	memcpy(t->buf[k], msg, len);
+	t->to[k] = (struct sockaddr_in){ .sin_family = AF_INET,
+	    .sin_port = htons(req->src_port), .sin_addr.s_addr = req->src_addr };
+	t->iov[k] = (struct iovec){ .iov_base = t->buf[k], .iov_len = len };
+	mh = &t->mm[k].msg_hdr;
+	*mh = (struct msghdr){ .msg_name = &t->to[k],
+	    .msg_namelen = sizeof(t->to[k]), .msg_iov = &t->iov[k],
+	    .msg_iovlen = 1, .msg_control = t->cmsg[k].buf,
+	    .msg_controllen = sizeof(t->cmsg[k].buf) };
 	/* answer from the address the query was sent to */
 	memset(&pi, 0, sizeof(pi));
 	pi.ipi_spec_dst.s_addr = req->dst_addr;
+	cm = CMSG_FIRSTHDR(mh);
 	cm->cmsg_level = IPPROTO_IP;
 	cm->cmsg_type = IP_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
 	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	if (sendmsg(r->udp_fd, &mh, MSG_DONTWAIT) == -1)
-		r->st.dropped++;
 }
 
 static void conn_close(struct dns_resolver *r, int i);
@@ -238,41 +385,192 @@ reply(struct dns_resolver *r, struct dns_request *req, int conn,
 		r->conns[conn].busy = false;
 }
 
-/* ---- upstream ---------------------------------------------------------- */
+/* ---- upstream sockets --------------------------------------------------- */
 
 static void
-pending_free(struct pending *p)
+upsock_close(struct upsock *u)
 {
-	if (p->fd != -1)
-		close(p->fd);
-	p->fd = -1;
+	if (u->fd != -1)
+		close(u->fd);
+	u->fd = -1;
+	u->retiring = false;
+	u->npending = 0;
+}
+
+static int
+upsock_open(struct dns_resolver *r, struct upsock *u, unsigned up)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+	    .sin_port = htons(53), .sin_addr.s_addr = r->up[up] };
+	uint32_t rnd[2];
+	int on = 1;
+
+	if (random_bytes(r, rnd, sizeof(rnd)) == -1)
+		return -1;
+	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (u->fd == -1)
+		return -1;
+	/*
+	 * IP_RECVERR: an ICMP error (port unreachable, say) is queued with
+	 * the first bytes of the question that caused it, so the question
+	 * it concerns moves on to the next upstream at once; without it a
+	 * connected socket only says that some question failed. Port 0: a
+	 * random port from the kernel's ephemeral range.
+	 */
+	if (setsockopt(u->fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on)) == -1 ||
+	    bind(u->fd, (struct sockaddr *)&any, sizeof(any)) == -1 ||
+	    connect(u->fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+		close(u->fd);
+		u->fd = -1;
+		return -1;
+	}
+	u->addr = r->up[up];
+	u->gen++;
+	u->retiring = false;
+	u->npending = 0;
+	u->uses = 0;
+	u->max_uses = UPSOCK_USES + rnd[0] % UPSOCK_USES;
+	u->retire_at = r->now + UPSOCK_AGE_MS + rnd[1] % UPSOCK_AGE_MS;
+	return 0;
+}
+
+/* The socket for the next question to upstream up, round robin over its
+ * pool; -1 if none can be had. */
+static int
+upsock_pick(struct dns_resolver *r, unsigned up)
+{
+	struct upsock *u;
+	unsigned k, i;
+
+	for (k = 0; k < UPSOCK_PER_UP; k++) {
+		i = up * UPSOCK_PER_UP + (r->ups_next[up] + k) % UPSOCK_PER_UP;
+		u = &r->ups[i];
+		if (u->fd != -1 && (u->uses >= u->max_uses ||
+		    r->now >= u->retire_at || u->addr != r->up[up]))
+			u->retiring = true;
+		if (u->fd != -1 && u->retiring && u->npending == 0)
+			upsock_close(u);
+		if (u->fd == -1 && upsock_open(r, u, up) == -1)
+			continue;
+		if (u->retiring)
+			continue;
+		r->ups_next[up] = (i + 1) % UPSOCK_PER_UP;
+		return (int)i;
+	}
+	/* every open socket still waits for answers: an old one will do,
+	 * if it talks to this upstream */
+	for (k = 0; k < UPSOCK_PER_UP; k++) {
+		u = &r->ups[up * UPSOCK_PER_UP + k];
+		if (u->fd != -1 && u->addr == r->up[up])
+			return (int)(up * UPSOCK_PER_UP + k);
+	}
+	return -1;
+}
+
+/* ---- questions in flight ----------------------------------------------- */
+
+static void
+due_unlink(struct dns_resolver *r, struct pending *p)
+{
+	if (p->prev != NONE)
+		r->pend[p->prev].next = p->next;
+	else
+		r->due_head = p->next;
+	if (p->next != NONE)
+		r->pend[p->next].prev = p->prev;
+	else
+		r->due_tail = p->prev;
+	p->prev = p->next = NONE;
+}
+
+/* Every deadline is now + DNS_UPSTREAM_TRY_MS with now never going back,
+ * so appending keeps the list in deadline order. */
+static void
+due_append(struct dns_resolver *r, struct pending *p)
+{
+	int i = (int)(p - r->pend);
+
+	p->next = NONE;
+	p->prev = r->due_tail;
+	if (r->due_tail != NONE)
+		r->pend[r->due_tail].next = i;
+	else
+		r->due_head = i;
+	r->due_tail = i;
+}
+
+/* Forgets the question p has upstream, if any: its id, socket, deadline. */
+static void
+pending_unask(struct dns_resolver *r, struct pending *p)
+{
+	struct upsock *u;
+
+	if (p->sock == NONE)
+		return;
+	due_unlink(r, p);
+	r->by_id[p->upid] = 0;
+	u = &r->ups[p->sock];
+	p->sock = NONE;
+	if (u->npending > 0)
+		u->npending--;
+	if (u->retiring && u->npending == 0)
+		upsock_close(u);
+}
+
+static struct pending *
+pending_get(struct dns_resolver *r)
+{
+	struct pending *p;
+
+	if (r->free_head == NONE)
+		return NULL;
+	p = &r->pend[r->free_head];
+	r->free_head = p->next;
+	p->used = true;
+	p->sock = NONE;
+	p->prev = p->next = NONE;
+	return p;
+}
+
+static void
+pending_free(struct dns_resolver *r, struct pending *p)
+{
+	pending_unask(r, p);
 	p->used = false;
+	p->next = r->free_head;
+	r->free_head = (int)(p - r->pend);
 }
 
 /* Asks upstream number p->attempt; returns -1 if it could not be asked. */
 static int
 upstream_ask(struct dns_resolver *r, struct pending *p)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(53) };
-	int len;
+	uint16_t id;
+	int s, len, tries;
 
-	if (p->fd != -1)
-		close(p->fd);
-	/* a fresh socket per question: its source port is as random as the
-	 * kernel's ephemeral choice, on top of the random id */
-	p->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (p->fd == -1)
+	pending_unask(r, p);
+	if ((s = upsock_pick(r, p->attempt)) == -1)
 		return -1;
-	sin.sin_addr.s_addr = r->up[p->attempt];
-	if (getrandom(&p->upid, sizeof(p->upid), 0) != sizeof(p->upid))
-		p->upid ^= (uint16_t)(r->now * 2654435761u);
-	len = dns_write_query(r->buf, sizeof(r->buf), p->upid, p->req.name,
+	/* a fresh random id, unique among the questions in flight, so that
+	 * an answer names its question */
+	for (tries = 0; ; tries++) {
+		if (tries == 8 || random_bytes(r, &id, sizeof(id)) == -1)
+			return -1;
+		if (r->by_id[id] == 0)
+			break;
+	}
+	len = dns_write_query(r->buf, sizeof(r->buf), id, p->req.name,
 	    p->req.q.qtype, p->req.q.qclass);
-	if (len < 0 ||
-	    connect(p->fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    send(p->fd, r->buf, (size_t)len, 0) != len)
+	if (len < 0 || send(r->ups[s].fd, r->buf, (size_t)len, 0) != len)
 		return -1;
+	p->sock = s;
+	p->upid = id;
+	r->by_id[id] = (uint16_t)(p - r->pend + 1);
+	r->ups[s].npending++;
+	r->ups[s].uses++;
 	p->deadline = r->now + DNS_UPSTREAM_TRY_MS;
+	due_append(r, p);
 	return 0;
 }
 
@@ -288,40 +586,145 @@ upstream_next(struct dns_resolver *r, struct pending *p)
 	r->st.upstream_timeouts++;
 	r->ops->response(r->arg, &p->req, NULL, &rcode);
 	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0, NULL, 0);
-	pending_free(p);
+	pending_free(r, p);
+}
+
+/* The question in flight that id names, if it went out on socket s to
+ * addr, port 53. */
+static struct pending *
+pending_by_id(struct dns_resolver *r, int s, uint16_t id,
+    const struct sockaddr_in *addr)
+{
+	struct pending *p;
+
+	if (r->by_id[id] == 0)
+		return NULL;
+	p = &r->pend[r->by_id[id] - 1];
+	/* after a reload the upstream asked may be listed no more */
+	if (p->sock != s || p->attempt >= r->nup ||
+	    addr->sin_family != AF_INET ||
+	    addr->sin_addr.s_addr != r->up[p->attempt] ||
+	    addr->sin_port != htons(53))
+		return NULL;
+	return p;
 }
 
 static void
-upstream_read(struct dns_resolver *r, struct pending *p)
+upstream_answer(struct dns_resolver *r, int s, const struct sockaddr_in *from,
+    const uint8_t *msg, size_t len)
 {
+	struct pending *p;
 	unsigned rcode;
-	ssize_t n;
-	int budget = 8;
 
-	while (budget-- > 0 && p->used) {
-		n = recv(p->fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
-		if (n < 0) {
-			/* an ICMP error (refused, unreachable): this upstream
-			 * will not answer, ask the next one now */
-			if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			    errno != EINTR)
-				upstream_next(r, p);
+	/* Taken only from the upstream asked, to the socket and id asked
+	 * with, for the question asked; anything else is left unread. */
+	p = len >= 2 ? pending_by_id(r, s, (uint16_t)(msg[0] << 8 | msg[1]),
+	    from) : NULL;
+	if (p == NULL ||
+	    dns_parse_response(msg, len, &r->resp) != DNS_PARSE_OK ||
+	    r->resp.id != p->upid || r->resp.qtype != p->req.q.qtype ||
+	    r->resp.qclass != p->req.q.qclass ||
+	    !dns_name_equal(r->resp.qname, p->req.name)) {
+		/* not the answer to our question: keep waiting */
+		r->st.mismatched++;
+		return;
+	}
+	rcode = r->resp.rcode;
+	r->ops->response(r->arg, &p->req, &r->resp, &rcode);
+	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0,
+	    r->resp.rr, r->resp.nrr);
+	pending_free(r, p);
+}
+
+/*
+ * ICMP errors queued by IP_RECVERR. Each carries the start of the
+ * question that caused it and its destination: a destination unreachable
+ * (port, host, network, prohibited) means that upstream will not answer
+ * this question, so the next one is asked now. Other errors (a path MTU,
+ * a TTL) are left to the timeout.
+ */
+static void
+upsock_errors(struct dns_resolver *r, int s)
+{
+	int fd = r->ups[s].fd, budget = 16;
+	uint32_t gen = r->ups[s].gen;
+
+	/* moving a question on may close this socket and open another */
+	while (budget-- > 0 && r->ups[s].fd != -1 && r->ups[s].gen == gen) {
+		union {
+			struct cmsghdr	align;
+			char		buf[CMSG_SPACE(sizeof(struct
+				    sock_extended_err) + sizeof(struct
+				    sockaddr_in))];
+		} c;
+		struct sockaddr_in dst;
+		uint8_t head[DNS_HDR_LEN];
+		struct iovec iov = { .iov_base = head, .iov_len = sizeof(head) };
+		struct msghdr mh = { .msg_name = &dst, .msg_namelen = sizeof(dst),
+		    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+		    .msg_controllen = sizeof(c.buf) };
+		struct sock_extended_err ee;
+		struct cmsghdr *cm;
+		struct pending *p;
+		bool unreachable = false;
+		ssize_t n;
+
+		n = recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+		if (n < 0)
 			return;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != IPPROTO_IP ||
+			    cm->cmsg_type != IP_RECVERR ||
+			    cm->cmsg_len < CMSG_LEN(sizeof(ee)))
+				continue;
+			memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+			unreachable = ee.ee_origin == SO_EE_ORIGIN_ICMP &&
+			    ee.ee_type == ICMP_DEST_UNREACH &&
+			    ee.ee_code != ICMP_FRAG_NEEDED;
 		}
-		if (dns_parse_response(r->buf, (size_t)n, &r->resp) != DNS_PARSE_OK ||
-		    r->resp.id != p->upid || r->resp.qtype != p->req.q.qtype ||
-		    r->resp.qclass != p->req.q.qclass ||
-		    !dns_name_equal(r->resp.qname, p->req.name)) {
-			/* not the answer to our question: keep waiting */
-			r->st.mismatched++;
+		if (!unreachable || n < 2 || mh.msg_namelen < sizeof(dst))
+			continue;
+		p = pending_by_id(r, s, (uint16_t)(head[0] << 8 | head[1]), &dst);
+		if (p != NULL)
+			upstream_next(r, p);
+	}
+}
+
+static void
+upsock_read(struct dns_resolver *r, int s, short revents)
+{
+	struct rx *x = &r->rx;
+	int fd = r->ups[s].fd, batch, n, j;
+	uint32_t gen = r->ups[s].gen;
+
+	if (revents & POLLERR)
+		upsock_errors(r, s);
+	/* an answer or an error may end the socket's last question and
+	 * close it, and another may take its slot: what was read from it
+	 * is then no answer to anything on the new one */
+#define SAME_SOCKET()	(r->ups[s].fd == fd && r->ups[s].gen == gen)
+	for (batch = 0; batch < RX_BATCHES && SAME_SOCKET(); batch++) {
+		for (j = 0; j < RX_BATCH; j++) {
+			x->mm[j].msg_hdr.msg_namelen = sizeof(x->from[j]);
+			x->mm[j].msg_hdr.msg_controllen = 0;
+			x->mm[j].msg_hdr.msg_control = NULL;
+		}
+		n = recvmmsg(fd, x->mm, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR)
+				return;
+			/* a pending ICMP error, reported once: read it */
+			upsock_errors(r, s);
 			continue;
 		}
-		rcode = r->resp.rcode;
-		r->ops->response(r->arg, &p->req, &r->resp, &rcode);
-		reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0,
-		    r->resp.rr, r->resp.nrr);
-		pending_free(p);
+		for (j = 0; j < n && SAME_SOCKET(); j++)
+			upstream_answer(r, s, &x->from[j], x->iov[j].iov_base,
+			    x->mm[j].msg_len);
+		if (n < RX_BATCH)
+			return;
 	}
+#undef SAME_SOCKET
 }
 
 /* ---- queries ----------------------------------------------------------- */
@@ -333,7 +736,7 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 	enum dns_action act;
 	unsigned rcode = DNS_R_SERVFAIL;
 	uint32_t gen = conn >= 0 ? r->conns[conn].gen : 0;
-	size_t i;
+	struct pending *p;
 
 	r->st.queries++;
 	req->perr = dns_parse_query(msg, len, &req->q);
@@ -358,69 +761,66 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
 		return;
 	}
-	for (i = 0; i < DNS_PENDING_MAX && r->pend[i].used; i++)
-		;
-	if (i == DNS_PENDING_MAX || r->nup == 0) {
+	if (r->nup == 0 || (p = pending_get(r)) == NULL) {
 		/* no room for another question in flight: fail, never wait */
 		rcode = DNS_R_SERVFAIL;
 		r->ops->response(r->arg, req, NULL, &rcode);
 		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
 		return;
 	}
-	r->pend[i].used = true;
-	r->pend[i].req = *req;
-	r->pend[i].attempt = 0;
-	r->pend[i].conn = conn;
-	r->pend[i].conn_gen = gen;
+	p->req = *req;
+	p->attempt = 0;
+	p->conn = conn;
+	p->conn_gen = gen;
 	r->st.forwarded++;
 	if (conn >= 0)
 		r->conns[conn].busy = true;
-	if (upstream_ask(r, &r->pend[i]) == -1)
-		upstream_next(r, &r->pend[i]);
+	if (upstream_ask(r, p) == -1)
+		upstream_next(r, p);
 }
 
 static void
 udp_read(struct dns_resolver *r)
 {
 	struct dns_request *req = &r->scratch;
-	int budget = 64;
+	struct rx *x = &r->rx;
+	int batch, n, j;
 
-	while (budget-- > 0) {
-		struct sockaddr_in from;
-		union {
-			struct cmsghdr	align;
-			char		buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
-		} c;
-		struct iovec iov = { .iov_base = r->buf, .iov_len = sizeof(r->buf) };
-		struct msghdr mh = { .msg_name = &from,
-		    .msg_namelen = sizeof(from), .msg_iov = &iov, .msg_iovlen = 1,
-		    .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-		struct cmsghdr *cm;
-		uint8_t msg[DNS_TCP_MSG_MAX];
-		ssize_t n;
-
-		n = recvmsg(r->udp_fd, &mh, MSG_DONTWAIT);
-		if (n < 0)
-			return;
-		memset(req, 0, offsetof(struct dns_request, user));
-		req->src_addr = from.sin_addr.s_addr;
-		req->src_port = ntohs(from.sin_port);
-		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			struct in_pktinfo pi;
-
-			if (cm->cmsg_level != IPPROTO_IP ||
-			    cm->cmsg_type != IP_PKTINFO)
-				continue;
-			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-			req->ifindex = (uint32_t)pi.ipi_ifindex;
-			req->dst_addr = pi.ipi_addr.s_addr;
+	for (batch = 0; batch < RX_BATCHES; batch++) {
+		for (j = 0; j < RX_BATCH; j++) {
+			x->mm[j].msg_hdr.msg_namelen = sizeof(x->from[j]);
+			x->mm[j].msg_hdr.msg_control = x->cmsg[j].buf;
+			x->mm[j].msg_hdr.msg_controllen = sizeof(x->cmsg[j].buf);
 		}
-		/* a query longer than any we handle is malformed: parse a
-		 * prefix so its id can still be answered */
-		if ((size_t)n > sizeof(msg))
-			n = sizeof(msg);
-		memcpy(msg, r->buf, (size_t)n);
-		handle_query(r, req, msg, (size_t)n, -1);
+		n = recvmmsg(r->udp_fd, x->mm, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return;
+		for (j = 0; j < n; j++) {
+			struct msghdr *mh = &x->mm[j].msg_hdr;
+			struct cmsghdr *cm;
+			size_t len = x->mm[j].msg_len;
+
+			memset(req, 0, offsetof(struct dns_request, user));
+			req->src_addr = x->from[j].sin_addr.s_addr;
+			req->src_port = ntohs(x->from[j].sin_port);
+			for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+				struct in_pktinfo pi;
+
+				if (cm->cmsg_level != IPPROTO_IP ||
+				    cm->cmsg_type != IP_PKTINFO)
+					continue;
+				memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+				req->ifindex = (uint32_t)pi.ipi_ifindex;
+				req->dst_addr = pi.ipi_addr.s_addr;
+			}
+			/* a query longer than any we handle is malformed: parse
+			 * a prefix so its id can still be answered */
+			if (len > DNS_TCP_MSG_MAX)
+				len = DNS_TCP_MSG_MAX;
+			handle_query(r, req, x->iov[j].iov_base, len, -1);
+		}
+		if (n < RX_BATCH)
+			return;
 	}
 }
 
@@ -434,6 +834,8 @@ conn_close(struct dns_resolver *r, int i)
 	if (c->fd != -1)
 		close(c->fd);
 	c->fd = -1;
+	if (c->used)
+		r->nconns--;
 	c->used = false;
 }
 
@@ -469,6 +871,7 @@ tcp_accept(struct dns_resolver *r)
 		}
 		memset(c, 0, offsetof(struct conn, in));
 		c->used = true;
+		r->nconns++;
 		c->fd = fd;
 		c->gen = ++r->next_gen;
 		c->peer = peer.sin_addr.s_addr;
@@ -570,7 +973,7 @@ dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd, size_t max)
 	r->map[n++] = (struct slot_ref){ K_UDP, 0 };
 	pfd[n] = (struct pollfd){ .fd = r->tcp_fd, .events = POLLIN };
 	r->map[n++] = (struct slot_ref){ K_TCP_LISTEN, 0 };
-	for (i = 0; i < DNS_TCP_MAX && n < max; i++) {
+	for (i = 0; i < DNS_TCP_MAX && n < max && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
 		if (!c->used)
@@ -580,11 +983,11 @@ dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd, size_t max)
 		    (c->outoff < c->outlen ? POLLOUT : 0)) };
 		r->map[n++] = (struct slot_ref){ K_CONN, i };
 	}
-	for (i = 0; i < DNS_PENDING_MAX && n < max; i++) {
-		if (!r->pend[i].used || r->pend[i].fd == -1)
+	for (i = 0; i < UPSOCK_N && n < max; i++) {
+		if (r->ups[i].fd == -1)
 			continue;
-		pfd[n] = (struct pollfd){ .fd = r->pend[i].fd, .events = POLLIN };
-		r->map[n++] = (struct slot_ref){ K_PENDING, i };
+		pfd[n] = (struct pollfd){ .fd = r->ups[i].fd, .events = POLLIN };
+		r->map[n++] = (struct slot_ref){ K_UPSTREAM, i };
 	}
 	r->nmap = n;
 	return n;
@@ -613,17 +1016,16 @@ dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
 			if (r->conns[i].used && r->conns[i].fd == pfd[k].fd)
 				conn_io(r, i, pfd[k].revents);
 			break;
-		case K_PENDING:
-			if (r->pend[i].used && r->pend[i].fd == pfd[k].fd)
-				upstream_read(r, &r->pend[i]);
+		case K_UPSTREAM:
+			if (r->ups[i].fd == pfd[k].fd)
+				upsock_read(r, i, pfd[k].revents);
 			break;
 		}
 	}
 	r->nmap = 0;
-	for (i = 0; i < DNS_PENDING_MAX; i++)
-		if (r->pend[i].used && r->pend[i].deadline <= now_ms)
-			upstream_next(r, &r->pend[i]);
-	for (i = 0; i < DNS_TCP_MAX; i++) {
+	while (r->due_head != NONE && r->pend[r->due_head].deadline <= now_ms)
+		upstream_next(r, &r->pend[r->due_head]);
+	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
 		if (c->used && !c->busy && c->idle_deadline <= now_ms)
@@ -631,6 +1033,7 @@ dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
 		else if (c->used)
 			conn_process(r, i);
 	}
+	udp_flush(r);
 }
 
 int
@@ -639,10 +1042,9 @@ dns_resolver_timeout(const struct dns_resolver *r, uint64_t now_ms)
 	uint64_t next = UINT64_MAX;
 	int i;
 
-	for (i = 0; i < DNS_PENDING_MAX; i++)
-		if (r->pend[i].used && r->pend[i].deadline < next)
-			next = r->pend[i].deadline;
-	for (i = 0; i < DNS_TCP_MAX; i++)
+	if (r->due_head != NONE)
+		next = r->pend[r->due_head].deadline;
+	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++)
 		if (r->conns[i].used && r->conns[i].idle_deadline < next)
 			next = r->conns[i].idle_deadline;
 	if (next == UINT64_MAX)
@@ -666,8 +1068,10 @@ dns_resolver_close(struct dns_resolver *r)
 	for (i = 0; r->pend != NULL && i < DNS_PENDING_MAX; i++)
 		if (r->pend[i].used) {
 			r->ops->done(r->arg, &r->pend[i].req, -1);
-			pending_free(&r->pend[i]);
+			pending_free(r, &r->pend[i]);
 		}
+	for (i = 0; i < UPSOCK_N; i++)
+		upsock_close(&r->ups[i]);
 	for (i = 0; r->conns != NULL && i < DNS_TCP_MAX; i++)
 		if (r->conns[i].used)
 			conn_close(r, i);
@@ -675,7 +1079,35 @@ dns_resolver_close(struct dns_resolver *r)
 		close(r->udp_fd);
 	if (r->tcp_fd != -1)
 		close(r->tcp_fd);
+	free(r->rx.buf);
 	free(r->pend);
 	free(r->conns);
 	free(r);
+}
+
+int
+dns_resolver_set_upstreams(struct dns_resolver *r, const uint32_t *upstreams,
+    size_t nupstreams)
+{
+	struct upsock *u;
+	size_t i;
+
+	if (nupstreams > DNS_UPSTREAM_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(r->up, upstreams, nupstreams * sizeof(*upstreams));
+	r->nup = nupstreams;
+	/* a socket connected to an upstream no longer in its place takes no
+	 * new question; it goes once its last one is over */
+	for (i = 0; i < UPSOCK_N; i++) {
+		u = &r->ups[i];
+		if (u->fd == -1 || (i / UPSOCK_PER_UP < r->nup &&
+		    u->addr == r->up[i / UPSOCK_PER_UP]))
+			continue;
+		u->retiring = true;
+		if (u->npending == 0)
+			upsock_close(u);
+	}
+	return 0;
 }

@@ -243,13 +243,15 @@ purge_step(struct store *s)
 	struct store_lost lost;
 	enum store_purge_table table = s->purge_table;
 	int64_t now, deleted = -1;
+	int64_t retain_us = s->retain_us;	/* read under the lock: a
+						 * reload may change it */
 	bool last;
 
 	take_lost(s, &lost);
 	pthread_mutex_unlock(&s->lock);
 	now = store_now_us();
 	if (writer_db(s) != NULL &&
-	    (deleted = store_db_purge(s->db, table, now - s->retain_us,
+	    (deleted = store_db_purge(s->db, table, now - retain_us,
 	    PURGE_CHUNK, &lost, now)) == -1)
 		drop_if_broken(s);
 	last = deleted >= 0 && deleted < PURGE_CHUNK &&
@@ -741,4 +743,16 @@ store_now_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+store_set_retain_days(struct store *s, unsigned days)
+{
+	pthread_mutex_lock(&s->lock);
+	s->retain_us = days > INT64_MAX / DAY_US ? INT64_MAX / DAY_US * DAY_US :
+	    days * DAY_US;
+	/* the next round as soon as the writer is idle, as at open */
+	clock_gettime(CLOCK_MONOTONIC, &s->purge_at);
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
 }

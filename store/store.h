@@ -152,6 +152,10 @@ int store_flush(struct store *s, unsigned timeout_ms);
 /* Flushes what it can, stops the writer, closes. NULL-safe. */
 void store_close(struct store *s);
 
+/* Changes store_opts.retain_days of an open store (a reload); the next
+ * purge round starts as soon as the writer is idle. */
+void store_set_retain_days(struct store *s, unsigned days);
+
 /* Wall clock in unix microseconds, for records. */
 int64_t store_now_us(void);
 

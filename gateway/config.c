@@ -16,7 +16,9 @@ enum {
 	OPT_UPLINK_NETNS, OPT_UPLINK_ADDR, OPT_UPLINK_PEER_ADDR,
 	OPT_DNS_UPSTREAM, OPT_QUEUE_NUM, OPT_QUEUE_MAXLEN, OPT_TEARDOWN,
 	OPT_HELP, OPT_VERSION, OPT_DNS_TTL_MIN, OPT_DNS_TTL_MAX, OPT_DNS_GRACE,
-	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED,
+	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
+	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
+	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE,
 };
 
 static const struct option long_opts[] = {
@@ -31,11 +33,19 @@ static const struct option long_opts[] = {
 	{ "dns-upstream",	required_argument, NULL, OPT_DNS_UPSTREAM },
 	{ "queue-num",		required_argument, NULL, OPT_QUEUE_NUM },
 	{ "queue-maxlen",	required_argument, NULL, OPT_QUEUE_MAXLEN },
+	{ "queue-balance",	required_argument, NULL, OPT_QUEUE_BALANCE },
 	{ "dns-ttl-min",	required_argument, NULL, OPT_DNS_TTL_MIN },
 	{ "dns-ttl-max",	required_argument, NULL, OPT_DNS_TTL_MAX },
 	{ "dns-grace",		required_argument, NULL, OPT_DNS_GRACE },
 	{ "retain-days",	required_argument, NULL, OPT_RETAIN_DAYS },
 	{ "capture-denied",	required_argument, NULL, OPT_CAPTURE_DENIED },
+	{ "metrics-socket",	required_argument, NULL, OPT_METRICS_SOCKET },
+	{ "metrics-listen",	required_argument, NULL, OPT_METRICS_LISTEN },
+	{ "limit-conn-rate",	required_argument, NULL, OPT_LIMIT_CONN_RATE },
+	{ "limit-conn-burst",	required_argument, NULL, OPT_LIMIT_CONN_BURST },
+	{ "limit-dns-rate",	required_argument, NULL, OPT_LIMIT_DNS_RATE },
+	{ "limit-dns-burst",	required_argument, NULL, OPT_LIMIT_DNS_BURST },
+	{ "limit-holds",	required_argument, NULL, OPT_LIMIT_HOLDS },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -46,9 +56,13 @@ static const char usage_text[] =
 "usage: sluiced [-fv] [-c FILE] [--control SOCK] [--db FILE] [--state-dir DIR]\n"
 "               [--netns NAME] [--pool CIDR] [--uplink-netns NAME\n"
 "               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
-"               [--queue-num N] [--queue-maxlen N] [--dns-ttl-min S]\n"
-"               [--dns-ttl-max S] [--dns-grace S] [--retain-days N]\n"
-"               [--capture-denied DIR] [--teardown]\n"
+"               [--queue-num N] [--queue-maxlen N] [--queue-balance N]\n"
+"               [--dns-ttl-min S] [--dns-ttl-max S] [--dns-grace S]\n"
+"               [--retain-days N]\n"
+"               [--metrics-socket PATH] [--metrics-listen ADDR:PORT]\n"
+"               [--capture-denied DIR] [--limit-conn-rate N]\n"
+"               [--limit-conn-burst N] [--limit-dns-rate N]\n"
+"               [--limit-dns-burst N] [--limit-holds N] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -66,8 +80,23 @@ static const char usage_text[] =
 "  --dns-grace S      added to each binding's lifetime (default 10)\n"
 "  --retain-days N    purge log rows older than N days (default 0: keep all)\n"
 "  --capture-denied DIR  write denied flows' first packets to DIR/SANDBOX.pcap\n"
+"  --metrics-socket PATH  serve Prometheus metrics (HTTP GET /metrics) on a\n"
+"                     unix socket (default: none)\n"
+"  --metrics-listen ADDR:PORT  ... on TCP in the host's namespace; one address\n"
+"                     of this host, e.g. 127.0.0.1:9413 (default: none)\n"
 "  --queue-num N      NFQUEUE number in the gateway namespace (default 0)\n"
 "  --queue-maxlen N   packets the kernel holds for sluiced (default 4096)\n"
+"  --queue-balance N  N queues from --queue-num on, flows spread by CPU,\n"
+"                     one reader thread each (default 1: the main loop reads)\n"
+"  --limit-conn-rate N  new flows per second per sandbox (default 2000;\n"
+"                     0: unlimited); over it: denied, rate_limited\n"
+"  --limit-conn-burst N  ... at most N at once (default: twice the rate)\n"
+"  --limit-dns-rate N DNS queries per second per sandbox (default 2000;\n"
+"                     0: unlimited); over it: REFUSED, rate_limited\n"
+"  --limit-dns-burst N   ... at most N at once (default: twice the rate)\n"
+"  --limit-holds N    TLS/HTTP first flights held at once per sandbox\n"
+"                     (default 256, at most 1024; 16 once the table is 3/4\n"
+"                     full); over it: denied, rate_limited; 0: no bound\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
 
 static int
@@ -120,8 +149,43 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 	case OPT_CAPTURE_DENIED:
 		cfg->capture_denied = val;
 		break;
+	case OPT_METRICS_SOCKET:
+		cfg->metrics_socket = val;
+		break;
+	case OPT_METRICS_LISTEN: {
+		struct sockaddr_storage ss;
+		socklen_t sslen;
+		char err[256];
+
+		if (gw_metrics_parse_listen(val, &ss, &sslen, err,
+		    sizeof(err)) == -1) {
+			fprintf(stderr, "sluiced: %s: %s\n", name, err);
+			return -1;
+		}
+		cfg->metrics_listen = val;
+		break;
+	}
 	case OPT_RETAIN_DAYS:
 		return parse_uint(name, val, 36500, &cfg->retain_days);
+	case OPT_LIMIT_CONN_RATE:
+		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_conn_rate);
+	case OPT_LIMIT_CONN_BURST:
+		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_conn_burst);
+	case OPT_LIMIT_DNS_RATE:
+		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_dns_rate);
+	case OPT_LIMIT_DNS_BURST:
+		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_dns_burst);
+	case OPT_LIMIT_HOLDS:
+		return parse_uint(name, val, GW_HOLD_MAX, &cfg->limit_holds);
+	case OPT_QUEUE_BALANCE:
+		if (parse_uint(name, val, GW_QUEUES_MAX, &cfg->queue_balance) == -1)
+			return -1;
+		if (cfg->queue_balance == 0) {
+			fprintf(stderr, "sluiced: queue-balance must be 1..%d\n",
+			    GW_QUEUES_MAX);
+			return -1;
+		}
+		break;
 	case OPT_QUEUE_MAXLEN:
 		if (parse_uint(name, val, 1u << 20, &cfg->queue_maxlen) == -1)
 			return -1;
@@ -180,7 +244,10 @@ load_config_file(struct gw_config *cfg, const char *path)
 		if (json_is_integer(v) && (o->val == OPT_QUEUE_NUM ||
 		    o->val == OPT_QUEUE_MAXLEN || o->val == OPT_DNS_TTL_MIN ||
 		    o->val == OPT_DNS_TTL_MAX || o->val == OPT_DNS_GRACE ||
-		    o->val == OPT_RETAIN_DAYS)) {
+		    o->val == OPT_RETAIN_DAYS || o->val == OPT_LIMIT_CONN_RATE ||
+		    o->val == OPT_LIMIT_CONN_BURST || o->val == OPT_LIMIT_DNS_RATE ||
+		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
+		    o->val == OPT_QUEUE_BALANCE)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",
@@ -222,6 +289,9 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->dns_ttl_min = 30;
 	cfg->dns_ttl_max = 600;
 	cfg->dns_grace = 10;
+	cfg->limit_conn_rate = GW_LIMIT_CONN_RATE;
+	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
+	cfg->limit_holds = GW_HOLD_PER_SANDBOX;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)
@@ -288,6 +358,20 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 		cfg->pool = "10.213.0.0/16";
 	if (cfg->queue_maxlen == 0)
 		cfg->queue_maxlen = 4096;
+	if (cfg->queue_balance == 0)
+		cfg->queue_balance = 1;
+	if (cfg->queue_num + cfg->queue_balance - 1 > 65535) {
+		fprintf(stderr, "sluiced: queues %u..%u: past 65535\n",
+		    cfg->queue_num, cfg->queue_num + cfg->queue_balance - 1);
+		return -1;
+	}
+	/* an unset burst follows the rate: a second's worth twice over */
+	if (cfg->limit_conn_burst == 0)
+		cfg->limit_conn_burst = cfg->limit_conn_rate * 2 > GW_RATE_MAX ?
+		    GW_RATE_MAX : cfg->limit_conn_rate * 2;
+	if (cfg->limit_dns_burst == 0)
+		cfg->limit_dns_burst = cfg->limit_dns_rate * 2 > GW_RATE_MAX ?
+		    GW_RATE_MAX : cfg->limit_dns_rate * 2;
 	if (cfg->dns_ttl_min > cfg->dns_ttl_max) {
 		fprintf(stderr, "sluiced: --dns-ttl-min is above --dns-ttl-max\n");
 		return -1;

@@ -4,6 +4,8 @@
 
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,8 @@
 #include "dns/dns.h"
 #include "nfq/nfq.h"
 #include "store/store.h"
+#include "gateway/limits.h"
+#include "gateway/metrics.h"
 
 /*
  * Packet and connection marks. Bits 28-29 belong to sluice so that other
@@ -29,7 +33,8 @@
  * denied. */
 #define GW_HOLD_MAX	1024		/* flows under inspection at once */
 #define GW_HOLD_PKTS	64		/* packets held per flow */
-#define GW_HOLD_PER_SANDBOX	256	/* of GW_HOLD_MAX, for one sandbox */
+#define GW_HOLD_PER_SANDBOX	256	/* of GW_HOLD_MAX, for one sandbox:
+					 * --limit-holds' default */
 #define GW_HOLD_SILENT_MS	10000	/* a flow that never sends its first
 					 * flight gives its slot back */
 #define GW_HOLD_MS	3000		/* a first flight must complete in */
@@ -41,6 +46,7 @@
 					 * refused) */
 
 #define GW_DNS_MAX	8
+#define GW_QUEUES_MAX	64		/* --queue-balance */
 #define GW_NAME_MAX	48		/* sandbox names; see names.h */
 #define GW_UPLINK_IF	"uplink"	/* the gateway side of the uplink veth */
 /* Uplink through the host: the veth's addresses unless --uplink-addr and
@@ -59,11 +65,31 @@
 
 /* Flow table: recently decided attempts, for retransmissions and bursts. */
 #define GW_FLOWS_MAX	65536
+#define GW_FLOWS6_MAX	4096		/* IPv6 attempts, for their rows only */
 #define GW_FLOW_TTL_MS	30000		/* denials: UDP's conntrack timeout, one row per flow */
 /* Allowed flows leave the queue once their connmark is saved; only packets
  * already queued behind the first need the cached verdict. Kept short so a
  * reused 5-tuple is decided (and logged) again. */
 #define GW_FLOW_ALLOW_TTL_MS	2000
+
+/*
+ * Fairness (limits.c): per sandbox, new flows and DNS queries per second
+ * (token buckets) and flows held for inspection at once. What is over a
+ * bound is denied, reason rate_limited, for that sandbox only. Defaults:
+ * the soak's heaviest sandbox does ~310 new flows and ~1,050 queries a
+ * second, and one sandbox at the limit takes about a tenth of what the
+ * verdict path can decide. A burst of 0 means twice the rate.
+ */
+#define GW_LIMIT_CONN_RATE	2000
+#define GW_LIMIT_DNS_RATE	2000
+/* Rows for what a bound denies: the first GW_LIMIT_LOG_ROWS each second
+ * per sandbox (flows and DNS apart), then one summary row a second with
+ * the count, so a flood cannot fill the log. */
+#define GW_LIMIT_LOG_ROWS	10
+/* A rate-limited attempt is remembered only briefly: a retransmission
+ * within the second is the same attempt, a later one is decided again
+ * (and a flood's entries are the first the flow table evicts). */
+#define GW_FLOW_LIMITED_TTL_MS	1000
 
 struct gw_config {
 	const char	*control;
@@ -78,14 +104,40 @@ struct gw_config {
 	size_t		 ndns;
 	unsigned	 queue_num;
 	unsigned	 queue_maxlen;
+	unsigned	 queue_balance;	/* queues (and reader threads); 1: the
+					 * main loop reads the one queue */
 	unsigned	 dns_ttl_min;	/* seconds a binding lasts at least */
 	unsigned	 dns_ttl_max;	/* ... at most (answers' TTLs are capped too) */
 	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
 	unsigned	 retain_days;	/* 0: keep every row */
 	const char	*capture_denied;	/* pcap directory, or NULL */
+	const char	*metrics_socket;	/* exposition on a unix socket, or NULL */
+	const char	*metrics_listen;	/* ... on ADDR:PORT in the host, or NULL */
+	unsigned	 limit_conn_rate;	/* per sandbox; 0: unlimited */
+	unsigned	 limit_conn_burst;
+	unsigned	 limit_dns_rate;	/* per sandbox; 0: unlimited */
+	unsigned	 limit_dns_burst;
+	unsigned	 limit_holds;		/* per sandbox; 0: no bound */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
+};
+
+/* A sandbox's fairness state (limits.c). */
+struct gw_limited {
+	struct gw_bucket	 conn, dns;
+	struct gw_limit_log	 flow_log, dns_log;
+	/* the last attempt without a row, shown by the summary row */
+	enum gw_limit_kind	 flow_kind;
+	uint8_t			 proto;
+	uint32_t		 saddr, daddr;
+	uint16_t		 sport, dport;
+	bool			 parsed;	/* the DNS query was */
+	bool			 tcp;
+	uint16_t		 qtype, src_port;
+	char			 qname[DNS_NAME_MAX + 1];
+	struct gw_sandbox	*next;		/* on gw->limited */
+	bool			 listed;
 };
 
 struct gw_sandbox {
@@ -99,6 +151,7 @@ struct gw_sandbox {
 	struct policy	*policy;
 	int64_t		 created_us;
 	unsigned	 holds;		/* its flows under inspection */
+	struct gw_limited limited;
 	struct gw_sandbox *hnext;	/* ifindex hash chain */
 };
 
@@ -116,8 +169,19 @@ struct gw {
 	int			 home_nsfd;	/* where the main thread lives: the
 						 * host during setup, then the
 						 * gateway (its sockets are there) */
+	struct gw_nl		*rtnl;		/* rtnetlink in the gateway
+						 * namespace; opened when first
+						 * needed (sandbox.c) */
+	/* Where /run/netns names are made (netns.c): the host's mount
+	 * namespace, when sluiced runs in one of its own, else -1. Valid
+	 * once mntns_checked. */
+	int			 host_mntfd;
+	bool			 mntns_checked;
+	bool			 netns_dir_ready;	/* /run/netns is a shared
+							 * mount point */
 	struct nfq_queue	*queue;
 	struct nfq_flows	*flows;
+	struct nfq_flows	*flows6;	/* IPv6 attempts seen (ipv6.c) */
 	struct store		*store;
 	struct dns_resolver	*resolver;
 	struct dns_bindings	*bindings;
@@ -128,7 +192,30 @@ struct gw {
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
+	struct gw_metrics	*metrics;	/* counters, exposition (metrics.h) */
+	struct gw_sandbox	*limited;	/* summary rows to write (limits.c) */
+	uint64_t		 limited_flows;	/* attempts denied rate_limited, */
+	uint64_t		 limited_dns;	/* with a row of their own or not */
+	/* --queue-balance (workers.c): with nworkers > 0 every access to
+	 * the state above takes lock (gw_lock) */
+	struct gw_worker	*workers;
+	unsigned		 nworkers;
+	pthread_mutex_t		 lock;
+	atomic_bool		 stopping;
 };
+
+/* ipv6.c: an IPv6 packet from a sandbox: dropped, its attempt logged. */
+int gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now);
+int gw_ipv6_queue_link(const char *ifname);	/* in the gateway namespace */
+
+/* workers.c: --queue-balance. gw_lock/gw_unlock do nothing with one queue. */
+struct gw_worker;
+int gw_workers_open(struct gw *gw, char *err, size_t errlen);
+int gw_workers_start(struct gw *gw, nfq_packet_cb cb, char *err, size_t errlen);
+void gw_workers_stop(struct gw *gw);
+void gw_workers_queue_stats(const struct gw *gw, struct nfq_queue_stats *st);
+void gw_lock(struct gw *gw);
+void gw_unlock(struct gw *gw);
 
 /* config.c */
 int gw_config_parse(struct gw_config *cfg, int argc, char **argv);
@@ -139,6 +226,24 @@ int gw_run_quiet(char *const argv[]);
 int gw_netns_enter(int nsfd);	/* 0 or -1; the calling thread only */
 int gw_netns_open(const char *name, bool create, char *err, size_t errlen);
 bool gw_netns_exists(const char *name);
+/*
+ * Named namespaces without ip(8). Names (/run/netns/NAME, and with a
+ * nameserver /etc/netns/NAME/resolv.conf) are made in the host's mount
+ * namespace so that `ip netns exec NAME` there works, also when sluiced
+ * runs in a private one (systemd's ProtectSystem=). gw_netns_create makes
+ * a new namespace and names it: returns an open descriptor of it (the
+ * caller closes it), or -1 with errno and err. gw_netns_name names the
+ * namespace nsfd; gw_netns_unname removes a name (the namespace ends with
+ * its last user); gw_netns_resolv_conf (re)writes resolv.conf if it is
+ * not what it should be. All 0 or -1 with errno and err.
+ */
+int gw_netns_create(struct gw *gw, const char *name, const char *nameserver,
+    char *err, size_t errlen);
+int gw_netns_name(struct gw *gw, int nsfd, const char *name,
+    const char *nameserver, char *err, size_t errlen);
+int gw_netns_unname(struct gw *gw, const char *name, char *err, size_t errlen);
+int gw_netns_resolv_conf(struct gw *gw, const char *name,
+    const char *nameserver, char *err, size_t errlen);
 int gw_sysctl(const char *path, const char *value);
 int gw_gateway_setup(struct gw *gw, char *err, size_t errlen);
 void gw_gateway_destroy(struct gw *gw);
@@ -173,7 +278,9 @@ int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple *t, const struct gw_decision *d,
     const struct gw_flow_extra *extra);
 
-/* inspect.c */
+/* inspect.c. gw_inspect_start: 0, or -1 with errno ENOSPC (the hold
+ * table is full), EBUSY (the sandbox holds --limit-holds flows already)
+ * or ENOMEM; the caller then gives the packet its verdict. */
 int gw_inspect_init(struct gw *gw);
 void gw_inspect_free(struct gw *gw);
 int gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
@@ -185,6 +292,33 @@ int gw_inspect_timeout(struct gw *gw, uint64_t now);
 void gw_inspect_expire(struct gw *gw, uint64_t now);
 void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);
 size_t gw_inspect_count(const struct gw *gw);
+
+/*
+ * limits.c: the per-sandbox bounds. gw_limit_conn and gw_limit_dns take
+ * a token: false when the sandbox is over its rate. gw_limit_log_flow
+ * writes the row of a flow denied rate_limited by the bound kind (0), or
+ * only counts it for the second's summary row (1); -1 if the log refused
+ * the row. gw_limit_log_dns says whether a rate-limited query gets a row
+ * of its own (the caller writes it) or is counted. Summary rows are
+ * written by gw_limits_expire once their second is over (all at once when
+ * force) and gw_limits_forget (a sandbox going away); gw_limits_timeout
+ * is the milliseconds until the next one is due (-1: none).
+ */
+bool gw_limit_conn(struct gw *gw, struct gw_sandbox *sb, uint64_t now);
+bool gw_limit_dns(struct gw *gw, struct gw_sandbox *sb, uint64_t now);
+/* 0, ENOSPC or EBUSY: may sb hold one more flow, with used slots taken
+ * (gw_hold_check) */
+int gw_limit_hold(const struct gw *gw, const struct gw_sandbox *sb,
+    size_t used);
+const char *gw_limit_rule_text(const struct gw *gw, enum gw_limit_kind kind,
+    char *buf, size_t len, uint64_t summarised);
+int gw_limit_log_flow(struct gw *gw, struct gw_sandbox *sb,
+    const struct nfq_tuple *t, enum gw_limit_kind kind, uint64_t now);
+bool gw_limit_log_dns(struct gw *gw, struct gw_sandbox *sb,
+    const struct dns_request *req, uint64_t now);
+void gw_limits_expire(struct gw *gw, uint64_t now, bool force);
+int gw_limits_timeout(const struct gw *gw, uint64_t now);
+void gw_limits_forget(struct gw *gw, uint32_t ifindex);
 
 /* dnsgw.c: the resolver's policy side */
 int gw_dns_open(struct gw *gw, char *err, size_t errlen);

@@ -30,13 +30,21 @@
 int
 gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 {
-	char rules[6144], rules6[512];
+	char rules[6144], rules6[512], target[64];
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
 	    "iptables-restore", "-w", "5", NULL };
 	char *argv6[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
 	    "ip6tables-restore", "-w", "5", NULL };
-	unsigned q = gw->cfg.queue_num;
+	unsigned q = gw->cfg.queue_num, nq = gw->cfg.queue_balance;
 	const unsigned m = GW_MARK_MASK;
+
+	/* several queues: a flow goes to the queue of the CPU that handles
+	 * it, each read by its own thread (workers.c) */
+	if (nq > 1)
+		snprintf(target, sizeof(target),
+		    "--queue-balance %u:%u --queue-cpu-fanout", q, q + nq - 1);
+	else
+		snprintf(target, sizeof(target), "--queue-num %u", q);
 
 	snprintf(rules, sizeof(rules),
 	    "*mangle\n"
@@ -106,8 +114,8 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j REJECT --reject-with icmp-admin-prohibited\n"
 	    /* under inspection: every client packet (this chain sees only
 	     * the sandbox's side, the original direction) */
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE --queue-num %u\n"
-	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE --queue-num %u\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
+	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
 	    m, m,
@@ -119,17 +127,26 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
 	    GW_MARK_DENY, m,
-	    GW_MARK_INSPECT, m, q,
-	    m, q);
-	/* IPv6 is not carried for sandboxes yet: nothing passes. */
+	    GW_MARK_INSPECT, m, target,
+	    m, target);
+	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a
+	 * sandbox sends is queued before conntrack sees it, so that sluiced
+	 * logs the attempt (ipv6.c) and drops it. The gateway has no IPv6
+	 * address on sandbox links: it answers nothing, neighbour
+	 * solicitations and router advertisements included. */
 	snprintf(rules6, sizeof(rules6),
+	    "*raw\n"
+	    ":PREROUTING ACCEPT [0:0]\n"
+	    ":OUTPUT ACCEPT [0:0]\n"
+	    "-A PREROUTING -i " GW_SB_IF_PREFIX "+ -j NFQUEUE %s\n"
+	    "COMMIT\n"
 	    "*filter\n"
 	    ":INPUT DROP [0:0]\n"
 	    ":FORWARD DROP [0:0]\n"
 	    ":OUTPUT DROP [0:0]\n"
 	    "-A INPUT -i lo -j ACCEPT\n"
 	    "-A OUTPUT -o lo -j ACCEPT\n"
-	    "COMMIT\n");
+	    "COMMIT\n", target);
 	if (gw_run(argv, rules, err, errlen) == -1)
 		return -1;
 	if (gw_run(argv6, rules6, err, errlen) == -1)

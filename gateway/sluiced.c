@@ -17,6 +17,7 @@
 #include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/service.h"
 #include "gateway/verdict.h"
 
 static uint64_t
@@ -33,9 +34,8 @@ now_ms(void)
  * anything that goes wrong on the way ends in a denial.
  */
 static int
-on_packet(void *arg, const struct nfq_packet *pkt)
+decide_packet(struct gw *gw, const struct nfq_packet *pkt)
 {
-	struct gw *gw = arg;
 	struct gw_sandbox *sb;
 	struct nfq_tuple t;
 	struct nfq_flow_key key;
@@ -45,6 +45,8 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	uint64_t now = now_ms();
 	int kind;
 	uint32_t verdict, mark;
+	bool limited = false, logged = true;
+	enum gw_limit_kind limit = GW_LIMIT_CONN;
 
 	gw->pkts++;
 	sb = gw_sandbox_by_ifindex(gw, pkt->indev);
@@ -89,6 +91,10 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	if (sb == NULL) {
 		d.verdict = GW_DENY;
 		d.reason = GW_R_UNKNOWN_SANDBOX;
+	} else if (!gw_limit_conn(gw, sb, now)) {
+		/* over the sandbox's rate: not even decided, so that a flood
+		 * costs little, and logged only in part (limits.c) */
+		limited = true;
 	} else if (!store_writable(gw->store)) {
 		/* the database cannot be written: nothing new passes until
 		 * it can (the denial itself is queued and lands later) */
@@ -107,20 +113,26 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 
 		gw_decide(&ctx, &t, &d);
 	}
-	kind = gw_inspect_kind(&d, t.dport);
+	kind = limited ? GW_INSPECT_NONE : gw_inspect_kind(&d, t.dport);
 	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
 	    (t.tcp_flags & 0x02)) {
 		/* the row is written once the first flight is decided */
 		if (gw_inspect_start(gw, sb, pkt, &t, &d, kind, now) == 0)
 			return 0;
-		d.verdict = GW_DENY;
-		d.reason = GW_R_HOLD_TABLE_FULL;
-		d.rule = NULL;
-		if (sb->policy->mode == POLICY_AUDIT)
-			d.verdict = GW_AUDIT;
-		if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
-			gw->denied_unlogged++;
-	} else if (gw_log_flow(gw, sb, &t, &d, NULL) == -1 &&
+		if (errno == EBUSY) {
+			/* the sandbox holds its share of flights already */
+			limited = true;
+			limit = GW_LIMIT_HOLDS;
+		} else {
+			d.verdict = GW_DENY;
+			d.reason = GW_R_HOLD_TABLE_FULL;
+			d.rule = NULL;
+			if (sb->policy->mode == POLICY_AUDIT)
+				d.verdict = GW_AUDIT;
+			if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
+				gw->denied_unlogged++;
+		}
+	} else if (!limited && gw_log_flow(gw, sb, &t, &d, NULL) == -1 &&
 	    d.verdict != GW_DENY) {
 		/* fail closed: what cannot be recorded does not pass */
 		d.verdict = GW_DENY;
@@ -129,7 +141,16 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		gw->denied_unlogged++;
 		(void)gw_log_flow(gw, sb, &t, &d, NULL);
 	}
-	if (d.verdict == GW_DENY && d.reason == GW_R_SPOOFED_SOURCE) {
+	if (limited) {
+		/* denied in audit mode too: what passes must have its row,
+		 * and these rows are throttled */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_RATE_LIMITED;
+		d.rule = NULL;
+		logged = gw_limit_log_flow(gw, sb, &t, limit, now) == 0;
+	}
+	if (d.verdict == GW_DENY && (d.reason == GW_R_SPOOFED_SOURCE ||
+	    (limited && t.saddr != sb->addr))) {
 		/* a forged source gets no answer at all: a reset sent to
 		 * an address the sandbox picked is a reflector */
 		verdict = NF_DROP;
@@ -139,7 +160,8 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		 * (RST for TCP) so the client fails at once */
 		verdict = NF_REPEAT;
 		mark = GW_MARK_DENY;
-		if (gw->capture != NULL && sb != NULL)
+		/* a denial without a row of its own is not captured either */
+		if (gw->capture != NULL && sb != NULL && logged)
 			gw_capture_packet(gw->capture, sb->name, pkt->payload,
 			    pkt->len, store_now_us());
 	} else {
@@ -147,9 +169,36 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 		mark = GW_MARK_ALLOW;
 	}
 	fl = nfq_flows_insert(gw->flows, &key, now, verdict == NF_ACCEPT ?
-	    GW_FLOW_ALLOW_TTL_MS : GW_FLOW_TTL_MS, verdict, mark);
+	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
+	    GW_FLOW_TTL_MS, verdict, mark);
 	fl->tag = t.tcp_seq;
 	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
+}
+
+/*
+ * Every queued packet comes through here: IPv6 is logged and dropped
+ * (ipv6.c), IPv4 decided; the time sluiced spends on each packet, receipt
+ * to verdict (or to its being held), goes into the latency histogram.
+ */
+static int
+on_packet(void *arg, const struct nfq_packet *pkt)
+{
+	struct gw *gw = arg;
+	struct timespec t0, t1;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (pkt->len > 0 && pkt->payload[0] >> 4 == 6) {
+		gw->pkts++;
+		rc = gw_ipv6_packet(gw, pkt, now_ms());
+	} else {
+		rc = decide_packet(gw, pkt);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	gw_metrics_verdict_latency(gw->metrics,
+	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+	    (t1.tv_nsec - t0.tv_nsec)));
+	return rc;
 }
 
 /* A connection ended: its row gets the counters. */
@@ -214,11 +263,20 @@ open_queue(struct gw *gw, char *err, size_t errlen)
 	if ((gw->ct = nfq_ct_open(err, errlen)) == NULL)
 		log_warnx("conntrack events: %s (flows are logged without "
 		    "byte counts)", err);
-	gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
-	    gw->cfg.queue_maxlen, err, errlen);
+	if (gw->cfg.queue_balance > 1) {
+		/* one queue per reader thread, started once set-up is over */
+		if (gw_workers_open(gw, err, errlen) == -1) {
+			if (gw_netns_enter(gw->home_nsfd) == -1)
+				fatal("setns back home");
+			return -1;
+		}
+	} else {
+		gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
+		    gw->cfg.queue_maxlen, err, errlen);
+	}
 	if (gw_netns_enter(gw->home_nsfd) == -1)
 		fatal("setns back home");
-	return gw->queue ? 0 : -1;
+	return gw->queue != NULL || gw->workers != NULL ? 0 : -1;
 }
 
 static int
@@ -292,7 +350,8 @@ main(int argc, char **argv)
 
 	if (gw_sandboxes_init(&gw, err, sizeof(err)) == -1)
 		fatalx("%s", err);
-	if ((gw.flows = nfq_flows_new(GW_FLOWS_MAX)) == NULL)
+	if ((gw.flows = nfq_flows_new(GW_FLOWS_MAX)) == NULL ||
+	    (gw.flows6 = nfq_flows_new(GW_FLOWS6_MAX)) == NULL)
 		fatalx("out of memory");
 	if (gw.cfg.teardown) {
 		if ((gw.store = store_open(gw.cfg.db, NULL, err, sizeof(err))) == NULL)
@@ -302,6 +361,10 @@ main(int argc, char **argv)
 		return rc;
 	}
 
+	/* before the main thread moves to the gateway namespace: an
+	 * abstract $NOTIFY_SOCKET is named in the host's */
+	if (gw_notify_open(err, sizeof(err)) == -1)
+		log_warnx("%s (no readiness notification)", err);
 	if (!gw.cfg.foreground)
 		daemonize();
 	sigemptyset(&sigs);
@@ -327,6 +390,9 @@ main(int argc, char **argv)
 		fatalx("queue %u: %s", gw.cfg.queue_num, err);
 	if (gw_control_open(&gw, err, sizeof(err)) == -1)
 		fatalx("control: %s", err);
+	/* metrics listeners in the host namespace, where scrapers are */
+	if ((gw.metrics = gw_metrics_open(&gw, err, sizeof(err))) == NULL)
+		fatalx("metrics: %s", err);
 	/* From here on the main thread lives in the gateway namespace: the
 	 * resolver's sockets, listening and upstream, belong there. */
 	if (gw_netns_enter(gw.gw_nsfd) == -1)
@@ -340,24 +406,41 @@ main(int argc, char **argv)
 	    (gw.capture = gw_capture_open(gw.cfg.capture_denied,
 	    GW_CAPTURE_MAX_BYTES, err, sizeof(err))) == NULL)
 		fatalx("--capture-denied: %s", err);
+	/* everything privileged is open: keep only what sandbox add/del
+	 * and the queue need (before any other thread is started) */
+	if (gw_service_drop(&gw, err, sizeof(err)) == -1)
+		fatalx("privileges: %s", err);
+	/* the queue readers, with the privileges that are left */
+	if (gw_workers_start(&gw, on_packet, err, sizeof(err)) == -1)
+		fatalx("--queue-balance: %s", err);
 
-	log_info("ready: gateway %s, queue %u, %zu sandboxes, control %s, "
-	    "%zu upstream resolvers", gw.cfg.netns, gw.cfg.queue_num,
+	log_info("ready: gateway %s, queue %u (%u queue%s), %zu sandboxes, "
+	    "control %s, %zu upstream resolvers", gw.cfg.netns,
+	    gw.cfg.queue_num, gw.cfg.queue_balance > 1 ?
+	    gw.cfg.queue_balance : 1, gw.cfg.queue_balance > 1 ? "s" : "",
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
+	gw_service_ready(&gw);
 
 	while (running) {
-		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16];
-		size_t ndns, nctl;
-		int timeout, itimeout, ctimeout;
+		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16 +
+		    GW_METRICS_POLLFDS];
+		size_t ndns, nctl, nmet;
+		int timeout, itimeout, ctimeout, mtimeout;
 
-		pfd[0] = (struct pollfd){ .fd = nfq_queue_fd(gw.queue), .events = POLLIN };
+		/* with --queue-balance the workers read the queues, and the
+		 * state they share is this loop's only outside poll() */
+		gw_lock(&gw);
+		pfd[0] = (struct pollfd){ .fd = gw.workers == NULL ?
+		    nfq_queue_fd(gw.queue) : -1, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = gw.ctl_fd, .events = POLLIN };
 		pfd[2] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		pfd[3] = (struct pollfd){ .fd = gw.ct ? nfq_ct_fd(gw.ct) : -1,
 		    .events = POLLIN };
 		ndns = dns_resolver_pollfds(gw.resolver, pfd + 4,
-		    sizeof(pfd) / sizeof(pfd[0]) - 4 - 16);
+		    sizeof(pfd) / sizeof(pfd[0]) - 4 - 16 - GW_METRICS_POLLFDS);
 		nctl = gw_control_pollfds(pfd + 4 + ndns, 16);
+		nmet = gw_metrics_pollfds(gw.metrics, pfd + 4 + ndns + nctl,
+		    GW_METRICS_POLLFDS);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
 		itimeout = gw_inspect_timeout(&gw, now_ms());
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
@@ -365,11 +448,16 @@ main(int argc, char **argv)
 		ctimeout = gw_control_timeout(now_ms());
 		if (ctimeout >= 0 && (timeout < 0 || ctimeout < timeout))
 			timeout = ctimeout;
-		if (poll(pfd, 4 + ndns + nctl, timeout) == -1) {
+		mtimeout = gw_metrics_timeout(gw.metrics, now_ms());
+		if (mtimeout >= 0 && (timeout < 0 || mtimeout < timeout))
+			timeout = mtimeout;
+		gw_unlock(&gw);
+		if (poll(pfd, 4 + ndns + nctl + nmet, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
 		}
+		gw_lock(&gw);
 		if (pfd[0].revents & POLLIN) {
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
@@ -380,23 +468,34 @@ main(int argc, char **argv)
 			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
 		store_watch(&gw);
 		gw_control_process(&gw, pfd + 4 + ndns, nctl, now_ms());
+		gw_metrics_process(&gw, gw.metrics, pfd + 4 + ndns + nctl, nmet,
+		    now_ms());
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw, now_ms());
 		if (pfd[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
 			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-				if (si.ssi_signo == SIGHUP)
+				if (si.ssi_signo == SIGHUP) {
+					gw_service_reload(&gw, argc, argv);
 					continue;
+				}
 				log_info("signal %u: stopping; sandboxes stay, "
 				    "and fail closed until sluiced is back",
 				    si.ssi_signo);
+				gw_service_stopping(&gw);
 				running = false;
 			}
 		}
+		gw_service_status(&gw);
+		gw_unlock(&gw);
 	}
 
+	gw_workers_stop(&gw);
+
 	gw_control_close(&gw);
+	gw_metrics_free(gw.metrics);
+	gw.metrics = NULL;
 	nfq_ct_close(gw.ct);
 	gw_capture_close(gw.capture);
 	gw_inspect_free(&gw);
@@ -404,6 +503,7 @@ main(int argc, char **argv)
 	nfq_queue_close(gw.queue);
 	store_close(gw.store);
 	nfq_flows_free(gw.flows);
+	nfq_flows_free(gw.flows6);
 	gw_sandboxes_free(&gw);
 	return 0;
 }

@@ -60,6 +60,9 @@ struct nfq_queue_stats {
 
 void nfq_queue_get_stats(const struct nfq_queue *q, struct nfq_queue_stats *st);
 
+/* The queue's number, as bound. */
+uint16_t nfq_queue_num(const struct nfq_queue *q);
+
 /* verdict: NF_ACCEPT, NF_DROP or NF_REPEAT; mark is set on the packet when
  * set_mark is true. Returns 0 or -1 with errno. */
 int nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
@@ -114,6 +117,27 @@ enum nfq_parse_error nfq_packet_parse(const uint8_t *buf, size_t len,
 
 const char *nfq_parse_error_str(enum nfq_parse_error e);
 
+/* An IPv6 packet's addresses and transport, for the log only: sandboxes
+ * get no IPv6, so these are never forwarded, only recorded and dropped. */
+struct nfq_tuple6 {
+	uint8_t		 proto;		/* the last next-header: TCP, UDP,
+					 * ICMPv6 (58), or where the walk ended */
+	uint8_t		 saddr[16];
+	uint8_t		 daddr[16];
+	uint16_t	 sport;		/* host order; 0 without ports */
+	uint16_t	 dport;
+	uint8_t		 icmp_type;	/* ICMPv6 */
+};
+
+/*
+ * Parses an IPv6 packet's fixed header, walks at most 8 extension headers
+ * (hop-by-hop, routing, fragment, destination options, AH) and reads the
+ * ports (TCP, UDP) or ICMPv6 type of a first fragment. NFQ_PARSE_BAD_VERSION
+ * if it is no IPv6. Pure.
+ */
+enum nfq_parse_error nfq_packet6_parse(const uint8_t *buf, size_t len,
+    struct nfq_tuple6 *t);
+
 /*
  * The TCP options that matter to a middlebox reading the stream: whether
  * the segment carries an MD5 (19) or AO (29) signature, which a server
@@ -128,7 +152,7 @@ struct nfq_tcp_opts {
 };
 void nfq_tcp_options(const uint8_t *opts, size_t len, struct nfq_tcp_opts *o);
 
-/* "tcp", "udp", "icmp" or "ip" (static strings). */
+/* "tcp", "udp", "icmp", "icmp6" or "ip" (static strings). */
 const char *nfq_proto_name(uint8_t proto);
 
 /* ---- the flow table (flows.c) ------------------------------------------ */

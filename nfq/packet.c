@@ -1,4 +1,4 @@
-/* packet.c: parse a queued IPv4 packet's IP and TCP/UDP/ICMP headers. */
+/* packet.c: parse a queued packet's IP and TCP/UDP/ICMP headers (IPv4; IPv6 for the log). */
 #include <string.h>
 #include <netinet/in.h>
 
@@ -146,6 +146,8 @@ nfq_proto_name(uint8_t proto)
 		return "udp";
 	case IPPROTO_ICMP:
 		return "icmp";
+	case IPPROTO_ICMPV6:
+		return "icmp6";
 	default:
 		return "ip";
 	}
@@ -180,4 +182,76 @@ nfq_tcp_options(const uint8_t *opts, size_t len, struct nfq_tcp_opts *o)
 		}
 		i += olen;
 	}
+}
+
+#define IP6_HLEN	40
+#define IP6_EXT_MAX	8
+
+enum nfq_parse_error
+nfq_packet6_parse(const uint8_t *buf, size_t len, struct nfq_tuple6 *t)
+{
+	const uint8_t *p;
+	size_t plen, off, hlen;
+	uint8_t nh;
+	bool first = true;
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	if (len < 1)
+		return NFQ_PARSE_TRUNCATED;
+	if (buf[0] >> 4 != 6)
+		return NFQ_PARSE_BAD_VERSION;
+	if (len < IP6_HLEN)
+		return NFQ_PARSE_TRUNCATED;
+	plen = get_be16(buf + 4);
+	/* a jumbogram (payload length 0) never reaches a veth */
+	if (plen == 0 || IP6_HLEN + plen > len)
+		return NFQ_PARSE_TRUNCATED;
+	memcpy(t->saddr, buf + 8, 16);
+	memcpy(t->daddr, buf + 24, 16);
+	nh = buf[6];
+	p = buf + IP6_HLEN;
+	off = 0;
+	for (i = 0; i < IP6_EXT_MAX; i++) {
+		if (nh == 0 || nh == 43 || nh == 60) {
+			/* hop-by-hop, routing, destination options:
+			 * (length + 1) * 8 bytes */
+			if (off + 2 > plen)
+				return NFQ_PARSE_TRUNCATED;
+			hlen = ((size_t)p[off + 1] + 1) * 8;
+		} else if (nh == 51) {
+			/* AH: (length + 2) * 4 bytes */
+			if (off + 2 > plen)
+				return NFQ_PARSE_TRUNCATED;
+			hlen = ((size_t)p[off + 1] + 2) * 4;
+		} else if (nh == 44) {
+			/* fragment: only the first carries the ports */
+			if (off + 8 > plen)
+				return NFQ_PARSE_TRUNCATED;
+			if ((get_be16(p + off + 2) & 0xfff8) != 0)
+				first = false;
+			hlen = 8;
+		} else {
+			break;
+		}
+		if (off + hlen > plen)
+			return NFQ_PARSE_TRUNCATED;
+		nh = p[off];
+		off += hlen;
+	}
+	t->proto = nh;
+	if (!first)
+		return NFQ_PARSE_OK;
+	/* a first fragment's transport header must be whole */
+	if (nh == IPPROTO_TCP || nh == IPPROTO_UDP) {
+		if (off + (nh == IPPROTO_TCP ? TCP_MIN_HLEN : UDP_HLEN) > plen)
+			return NFQ_PARSE_TRUNCATED;
+		t->sport = get_be16(p + off);
+		t->dport = get_be16(p + off + 2);
+	} else if (nh == IPPROTO_ICMPV6) {
+		if (off + 4 > plen)
+			return NFQ_PARSE_TRUNCATED;
+		t->icmp_type = p[off];
+	}
+	return NFQ_PARSE_OK;
 }

@@ -312,6 +312,12 @@ fail:
 	return NULL;
 }
 
+uint16_t
+nfq_queue_num(const struct nfq_queue *q)
+{
+	return q->num;
+}
+
 int
 nfq_queue_fd(const struct nfq_queue *q)
 {

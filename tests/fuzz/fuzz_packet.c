@@ -1,4 +1,4 @@
-/* fuzz_packet.c: libFuzzer target for the IPv4/TCP/UDP/ICMP header parser. */
+/* fuzz_packet.c: libFuzzer target for the IPv4 and IPv6 header parsers. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nfq_tuple t;
+	struct nfq_tuple6 t6;
 	enum nfq_parse_error e;
 
 	memset(&t, 0xa5, sizeof(t));
@@ -23,5 +24,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(t.l4_len <= size - (size_t)(t.l4_payload - data));
 		assert(nfq_proto_name(t.proto) != NULL);
 	}
+	e = nfq_packet6_parse(data, size, &t6);
+	assert(nfq_parse_error_str(e) != NULL);
+	if (e == NFQ_PARSE_OK)
+		assert(size >= 40 && data[0] >> 4 == 6);
+	else
+		assert(t6.sport == 0 && t6.dport == 0);
 	return 0;
 }

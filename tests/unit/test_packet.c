@@ -425,6 +425,115 @@ test_strings(void **state)
 	assert_string_equal(nfq_proto_name(0), "ip");
 }
 
+/* 2001:db8:5::2 -> 2001:db8:66::66, hop-by-hop options then TCP 40000 -> 443 */
+static uint8_t v6_tcp[40 + 8 + 20];
+
+static void
+v6_build(uint8_t *b, size_t len, uint8_t nh)
+{
+	memset(b, 0, len);
+	b[0] = 0x60;
+	b[4] = (uint8_t)((len - 40) >> 8);
+	b[5] = (uint8_t)(len - 40);
+	b[6] = nh;
+	b[7] = 64;
+	b[8] = 0x20; b[9] = 0x01; b[10] = 0x0d; b[11] = 0xb8; b[13] = 0x05;
+	b[23] = 0x02;
+	b[24] = 0x20; b[25] = 0x01; b[26] = 0x0d; b[27] = 0xb8; b[29] = 0x66;
+	b[38] = 0x00; b[39] = 0x66;
+}
+
+static void
+test_ipv6_ext_tcp(void **state)
+{
+	struct nfq_tuple6 t;
+	char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
+	size_t n;
+
+	(void)state;
+	v6_build(v6_tcp, sizeof(v6_tcp), 0);
+	v6_tcp[40] = IPPROTO_TCP;	/* hop-by-hop: next TCP, 8 bytes */
+	v6_tcp[48] = 0x9c; v6_tcp[49] = 0x40;	/* 40000 */
+	v6_tcp[50] = 0x01; v6_tcp[51] = 0xbb;	/* 443 */
+	assert_int_equal(nfq_packet6_parse(v6_tcp, sizeof(v6_tcp), &t),
+	    NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_TCP);
+	assert_int_equal(t.sport, 40000);
+	assert_int_equal(t.dport, 443);
+	inet_ntop(AF_INET6, t.saddr, s, sizeof(s));
+	inet_ntop(AF_INET6, t.daddr, d, sizeof(d));
+	assert_string_equal(s, "2001:db8:5::2");
+	assert_string_equal(d, "2001:db8:66::66");
+	assert_string_equal(nfq_proto_name(IPPROTO_ICMPV6), "icmp6");
+
+	/* every truncation is refused, never read past */
+	for (n = 0; n < sizeof(v6_tcp); n++) {
+		/* the buffer cut short, then the payload length too */
+		assert_int_not_equal(nfq_packet6_parse(v6_tcp, n, &t),
+		    NFQ_PARSE_OK);
+		v6_tcp[4] = (uint8_t)((n > 40 ? n - 40 : 0) >> 8);
+		v6_tcp[5] = (uint8_t)(n > 40 ? n - 40 : 0);
+		assert_int_not_equal(nfq_packet6_parse(v6_tcp, sizeof(v6_tcp),
+		    &t), NFQ_PARSE_OK);
+		v6_tcp[4] = 0;
+		v6_tcp[5] = sizeof(v6_tcp) - 40;
+	}
+	/* an IPv4 packet is not IPv6 */
+	assert_int_equal(nfq_packet6_parse(tcp_syn, sizeof(tcp_syn), &t),
+	    NFQ_PARSE_BAD_VERSION);
+}
+
+static void
+test_ipv6_icmp_fragment(void **state)
+{
+	uint8_t b[40 + 8 + 8];
+	struct nfq_tuple6 t;
+
+	(void)state;
+	v6_build(b, sizeof(b), IPPROTO_ICMPV6);
+	b[40] = 135;	/* neighbour solicitation */
+	assert_int_equal(nfq_packet6_parse(b, 43, &t), NFQ_PARSE_TRUNCATED);
+	v6_build(b, 48, IPPROTO_ICMPV6);
+	b[40] = 135;
+	assert_int_equal(nfq_packet6_parse(b, 48, &t), NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_ICMPV6);
+	assert_int_equal(t.icmp_type, 135);
+
+	/* a later fragment: protocol known, no ports */
+	v6_build(b, sizeof(b), 44);
+	b[40] = IPPROTO_UDP;
+	b[42] = 0x00; b[43] = 0x08;	/* offset 1 (8 bytes) */
+	b[48] = 0x12; b[49] = 0x34; b[50] = 0x00; b[51] = 0x35;
+	assert_int_equal(nfq_packet6_parse(b, sizeof(b), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_UDP);
+	assert_int_equal(t.dport, 0);
+	/* the first fragment carries them */
+	b[42] = 0x00; b[43] = 0x01;	/* offset 0, more fragments */
+	assert_int_equal(nfq_packet6_parse(b, sizeof(b), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.sport, 0x1234);
+	assert_int_equal(t.dport, 53);
+
+	/* an extension header running past the payload */
+	v6_build(b, sizeof(b), 60);
+	b[40] = IPPROTO_TCP;
+	b[41] = 2;	/* 24 bytes, only 16 there */
+	assert_int_equal(nfq_packet6_parse(b, sizeof(b), &t),
+	    NFQ_PARSE_TRUNCATED);
+	/* a chain longer than the walk ends where it stops */
+	{
+		uint8_t c[40 + 8 * 10];
+		int i;
+
+		v6_build(c, sizeof(c), 60);
+		for (i = 0; i < 10; i++)
+			c[40 + 8 * i] = 60;
+		assert_int_equal(nfq_packet6_parse(c, sizeof(c), &t),
+		    NFQ_PARSE_OK);
+		assert_int_equal(t.proto, 60);
+		assert_int_equal(t.dport, 0);
+	}
+}
+
 int
 main(void)
 {
@@ -447,6 +556,8 @@ main(void)
 		cmocka_unit_test(test_tcp_data_offset),
 		cmocka_unit_test(test_udp_length),
 		cmocka_unit_test(test_strings),
+		cmocka_unit_test(test_ipv6_ext_tcp),
+		cmocka_unit_test(test_ipv6_icmp_fragment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

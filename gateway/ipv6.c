@@ -1,0 +1,152 @@
+/* ipv6.c: IPv6 from sandboxes is dropped, and recorded once per attempt.
+ *
+ * Sandboxes get no IPv6: the gateway has no IPv6 address on their links
+ * and forwards none. A sandbox's root can still turn IPv6 on and send; the
+ * ruleset queues every such packet (raw PREROUTING, before conntrack), and
+ * here each one is dropped. The first packet of an attempt (source,
+ * destination, protocol, port or ICMPv6 type, within 30 s) gets a flows
+ * row with reason "ipv6", so the attempt is as visible in the log as an
+ * IPv4 denial; further packets of it only count. Link housekeeping
+ * (neighbour discovery, router solicitations, listener reports) is dropped
+ * without a row.
+ *
+ * The rows are remembered in a table of their own, never in the IPv4 flow
+ * table: its entries carry verdicts that are reused, and a folded IPv6
+ * address must never find an IPv4 flow's allow.
+ */
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/gw.h"
+#include "gateway/log.h"
+#include "gateway/verdict.h"
+
+/* 16 bytes folded into the 32 bits a flow key has room for */
+static uint32_t
+fold(const uint8_t a[16])
+{
+	uint32_t h = 2166136261u;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		h = (h ^ a[i]) * 16777619u;
+	return h;
+}
+
+/*
+ * What any IPv6 stack sends on a link it brings up — multicast listener
+ * reports and queries, router and neighbour solicitations and
+ * advertisements, redirects — is dropped without a row: it is no attempt
+ * to reach anything, and every sandbox whose kernel has IPv6 on sends a
+ * few. None of it can go further than the veth, and nothing answers it.
+ */
+static bool
+link_housekeeping(const struct nfq_tuple6 *t)
+{
+	if (t->proto != IPPROTO_ICMPV6)
+		return false;
+	switch (t->icmp_type) {
+	case 130: case 131: case 132:	/* MLD query, report, done */
+	case 133: case 134:		/* router solicitation, advertisement */
+	case 135: case 136: case 137:	/* neighbour sol./adv., redirect */
+	case 143:			/* MLDv2 report */
+		return true;
+	default:
+		return false;
+	}
+}
+
+int
+gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
+{
+	struct gw_sandbox *sb;
+	struct nfq_tuple6 t;
+	struct nfq_flow_key key;
+	struct store_flow f;
+	bool ports;
+
+	if (nfq_packet6_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK) {
+		gw->pkt_errors++;
+		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	}
+	if (link_housekeeping(&t))
+		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->indev;
+	key.saddr = fold(t.saddr);
+	key.daddr = fold(t.daddr);
+	key.proto = t.proto;
+	key.sport = t.proto == IPPROTO_ICMPV6 ? t.icmp_type : t.sport;
+	key.dport = t.dport;
+	if (nfq_flows_lookup(gw->flows6, &key, now) != NULL)
+		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	(void)nfq_flows_insert(gw->flows6, &key, now, GW_FLOW_TTL_MS, NF_DROP,
+	    GW_MARK_DENY);
+
+	sb = gw_sandbox_by_ifindex(gw, pkt->indev);
+	/* a new attempt costs the sandbox a connection token: a flood of
+	 * IPv6 attempts is only counted, not logged row by row */
+	if (sb != NULL && !gw_limit_conn(gw, sb, now)) {
+		gw->limited_flows++;
+		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+	}
+	ports = t.proto == IPPROTO_TCP || t.proto == IPPROTO_UDP;
+	memset(&f, 0, sizeof(f));
+	f.ts_us = store_now_us();
+	if (sb != NULL) {
+		snprintf(f.sandbox, sizeof(f.sandbox), "%s", sb->name);
+		snprintf(f.policy_sha256, sizeof(f.policy_sha256), "%s",
+		    sb->policy->sha256);
+	}
+	f.proto = nfq_proto_name(t.proto);
+	inet_ntop(AF_INET6, t.saddr, f.src_ip, sizeof(f.src_ip));
+	inet_ntop(AF_INET6, t.daddr, f.dst_ip, sizeof(f.dst_ip));
+	f.src_port = ports ? t.sport : -1;
+	f.dst_port = ports ? t.dport : -1;
+	/* never carried, audit mode or not */
+	f.verdict = gw_verdict_name(GW_DENY);
+	f.reason = gw_reason_name(sb != NULL ? GW_R_IPV6 :
+	    GW_R_UNKNOWN_SANDBOX);
+	if (store_put_flow(gw->store, &f) == -1)
+		gw->denied_unlogged++;
+	else
+		gw_metrics_flow(gw->metrics, GW_DENY, sb != NULL ? GW_R_IPV6 :
+		    GW_R_UNKNOWN_SANDBOX);
+	log_debug("ipv6 from %s: %s -> %s (%s) dropped",
+	    sb != NULL ? sb->name : "?", f.src_ip, f.dst_ip, f.proto);
+	return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+}
+
+/*
+ * Lets IPv6 from the sandbox veth ifname (in the gateway namespace, which
+ * the calling thread must be in) reach the queue rule: IPv6 on, with no
+ * address of the gateway's own (addr_gen_mode 1: not even a link-local
+ * one, so it can neither answer nor send), no autoconfiguration and no
+ * router advertisements taken. The order matters: the address mode is set
+ * before IPv6 comes on. Returns 0 or -1 with errno.
+ */
+int
+gw_ipv6_queue_link(const char *ifname)
+{
+	static const char *const set[][2] = {
+		{ "addr_gen_mode", "1" },
+		{ "accept_ra", "0" },
+		{ "autoconf", "0" },
+		{ "accept_redirects", "0" },
+		{ "forwarding", "0" },
+		{ "disable_ipv6", "0" },
+	};
+	char path[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+		snprintf(path, sizeof(path), "net/ipv6/conf/%s/%s", ifname,
+		    set[i][0]);
+		if (gw_sysctl(path, set[i][1]) == -1)
+			return -1;
+	}
+	return 0;
+}

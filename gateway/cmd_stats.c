@@ -181,6 +181,10 @@ print_human(const json_t *r)
 	    (uintmax_t)num(lg, "lost"), (uintmax_t)num(lg, "write_errors"),
 	    json_is_true(json_object_get(lg, "writable")) ? "writable" :
 	    "NOT WRITABLE: new flows are denied");
+	printf("%-17s %ju flow attempts, %ju dns queries (with a row or only "
+	    "counted)\n", "rate limited",
+	    (uintmax_t)num(json_object_get(r, "rate_limited"), "flows"),
+	    (uintmax_t)num(json_object_get(r, "rate_limited"), "dns"));
 }
 
 static int

@@ -1,4 +1,4 @@
-/* policy.c: strict JSON policies with file:line:col errors; CIDR matching. */
+/* policy.c: strict JSON policies with file:line:col errors; indexed matching of names and CIDRs. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -22,6 +22,13 @@ struct path_elem {
 	size_t		 index;
 };
 
+/* The entries' strings, one after the other in one block. */
+struct strings {
+	char		*buf;
+	size_t		 len;
+	size_t		 cap;
+};
+
 struct parser {
 	const char		*text;	/* the document jansson accepted */
 	size_t			 len;
@@ -30,6 +37,53 @@ struct parser {
 	size_t			 errlen;
 	struct path_elem	 path[PATH_DEPTH_MAX];
 	size_t			 depth;
+	struct strings		*str;
+};
+
+/*
+ * One list of names, indexed: the entries other than a bare "*", ordered
+ * by (kind, name, position), and a hash table of the runs that share a
+ * name and kind, so that a name and each of its parents is one probe.
+ */
+struct name_run {
+	uint32_t	 hash;
+	uint32_t	 first;		/* into order[] */
+	uint32_t	 count;		/* 0: an empty slot */
+};
+
+struct name_index {
+	const struct policy_domain *list;
+	uint32_t	*order;		/* positions in list, by run */
+	struct name_run	*slots;
+	size_t		 mask;		/* slots - 1, a power of two minus 1 */
+	size_t		 first_any;	/* position of the first bare "*" */
+	size_t		 wild_min;	/* lengths of wildcard names, so that */
+	size_t		 wild_max;	/* only parents that fit are probed */
+};
+
+/*
+ * The CIDRs by prefix length, longest first; within a length, by
+ * (address, position), so that the entries covering an address are one
+ * binary search per length in use.
+ */
+struct cidr_key {
+	uint32_t	 addr;		/* host order */
+	uint32_t	 pos;
+};
+
+struct cidr_len {
+	uint32_t	 mask;		/* host order */
+	uint32_t	 first;		/* into keys[] */
+	uint32_t	 count;
+};
+
+struct policy_index {
+	char			*strings;
+	struct name_index	 allowed;
+	struct name_index	 denied;
+	struct cidr_key		*keys;
+	struct cidr_len		 lens[33];
+	size_t			 nlens;
 };
 
 /* Where the locator is in the text; line and col are those of *p. */
@@ -68,6 +122,25 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * Copies s (len bytes) and a NUL into the block. The block is sized
+ * before parsing for every string the lists can hold (strings_bound),
+ * so it never moves while entries point into it.
+ */
+static const char *
+strings_put(struct strings *str, const char *s, size_t len)
+{
+	char *out;
+
+	if (str->cap - str->len < len + 1)
+		return "";	/* not reached: the block was sized ahead */
+	out = str->buf + str->len;
+	memcpy(out, s, len);
+	out[len] = '\0';
+	str->len += len + 1;
+	return out;
 }
 
 /*
@@ -600,8 +673,7 @@ parse_cidr(struct parser *ps, const char *s, size_t len,
 	}
 	c->addr = htonl(addr);
 	c->mask = htonl(mask);
-	memcpy(c->text, s, len);
-	c->text[len] = '\0';
+	c->text = strings_put(ps->str, s, len);
 	return true;
 }
 
@@ -643,7 +715,7 @@ static bool
 parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
     struct policy_domain *d)
 {
-	char q[QUOTE_MAX];
+	char q[QUOTE_MAX], norm[DNS_NAME_MAX + 1];
 	const char *name = s, *colon, *slash, *portend, *why;
 	size_t namelen = len, i;
 
@@ -658,14 +730,14 @@ parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
 			return fail(ps, false, "%s: not ASCII; write "
 			    "internationalised names in punycode (xn--...)",
 			    q);
-	memcpy(d->text, s, len);
-	d->text[len] = '\0';
 
 	if (len == 1 && s[0] == '*') {
 		if (!denied)
 			return fail(ps, false, "%s: a bare \"*\" is only "
 			    "allowed in deniedDomains", q);
 		d->any = true;
+		d->text = strings_put(ps->str, s, len);
+		d->name = d->text + len;	/* "" */
 		return true;
 	}
 	/*
@@ -697,8 +769,14 @@ parse_domain(struct parser *ps, const char *s, size_t len, bool denied,
 	if (memchr(name, '*', namelen) != NULL)
 		return fail(ps, false, "%s: '*' is only allowed as a whole "
 		    "first label, as in \"*.example.com\"", q);
-	if (!dns_name_normalize(name, namelen, d->name, &why))
+	if (!dns_name_normalize(name, namelen, norm, &why))
 		return fail(ps, false, "%s: %s", q, why);
+	/* most entries are written as normalised names: share the text */
+	d->text = strings_put(ps->str, s, len);
+	if (strcmp(d->text + (d->wildcard ? 2 : 0), norm) == 0)
+		d->name = d->text + (d->wildcard ? 2 : 0);
+	else
+		d->name = strings_put(ps->str, norm, strlen(norm));
 	return true;
 }
 
@@ -856,6 +934,262 @@ static const struct member top_members[] = {
 	{ NULL,		NULL },
 };
 
+/* ---- the index --------------------------------------------------------- */
+
+/*
+ * Room for every string the lists may keep: an entry's text and, for
+ * names, its normalised name, which is never longer. What is not a
+ * string, or not in a list, is refused later and needs none.
+ */
+static size_t
+list_bytes(json_t *obj, const char *key, size_t per_entry)
+{
+	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+	json_t *e;
+	size_t i, n = 0;
+
+	if (!json_is_array(v))
+		return 0;
+	json_array_foreach(v, i, e)
+		if (json_is_string(e))
+			n += per_entry * (json_string_length(e) + 1);
+	return n;
+}
+
+static size_t
+strings_bound(json_t *root)
+{
+	json_t *net = json_object_get(root, "network");
+	json_t *sl = json_object_get(root, "sluice");
+
+	return list_bytes(net, "allowedDomains", 2) +
+	    list_bytes(net, "deniedDomains", 2) +
+	    list_bytes(sl, "allowedCidrs", 1) + 1;
+}
+
+/*
+ * Moves the strings into a block of their exact size; entries point into
+ * the old one, which is about twice as large as it needed to be.
+ */
+static bool
+strings_settle(struct policy *p, struct strings *str)
+{
+	char *buf;
+	size_t i;
+
+	if ((buf = malloc(str->len + 1)) == NULL)
+		return false;
+	memcpy(buf, str->buf, str->len);
+#define MOVE(s)	((s) = buf + ((s) - str->buf))
+	for (i = 0; i < p->ncidrs; i++)
+		MOVE(p->cidrs[i].text);
+	for (i = 0; i < p->nallowed; i++) {
+		MOVE(p->allowed[i].text);
+		MOVE(p->allowed[i].name);
+	}
+	for (i = 0; i < p->ndenied; i++) {
+		MOVE(p->denied[i].text);
+		MOVE(p->denied[i].name);
+	}
+#undef MOVE
+	free(str->buf);
+	str->buf = buf;
+	str->cap = str->len + 1;
+	p->index->strings = buf;
+	return true;
+}
+
+/*
+ * FNV-1a over the name read from its end, so that the hashes of all its
+ * parent domains come out of one pass over it; then the kind, and a final
+ * mix so that the low bits index the table.
+ */
+#define HASH_INIT	2166136261u
+#define HASH_STEP(h, c)	(((h) ^ (unsigned char)(c)) * 16777619u)
+
+static uint32_t
+hash_final(uint32_t h, bool wildcard)
+{
+	h ^= wildcard ? 0x9e3779b9u : 0;
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+static uint32_t
+hash_name(const char *name, bool wildcard)
+{
+	uint32_t h = HASH_INIT;
+	size_t i = strlen(name);
+
+	while (i-- > 0)
+		h = HASH_STEP(h, name[i]);
+	return hash_final(h, wildcard);
+}
+
+static int
+domain_order(const void *a, const void *b, void *arg)
+{
+	const struct policy_domain *list = arg;
+	const struct policy_domain *x = &list[*(const uint32_t *)a];
+	const struct policy_domain *y = &list[*(const uint32_t *)b];
+	int c;
+
+	if (x->wildcard != y->wildcard)
+		return x->wildcard ? 1 : -1;
+	if ((c = strcmp(x->name, y->name)) != 0)
+		return c;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static bool
+same_run(const struct policy_domain *x, const struct policy_domain *y)
+{
+	return x->wildcard == y->wildcard && strcmp(x->name, y->name) == 0;
+}
+
+static bool
+names_index(struct name_index *ix, const struct policy_domain *list, size_t n)
+{
+	size_t i, k, norder = 0, nruns = 0, size, len;
+	struct name_run run;
+
+	ix->list = list;
+	ix->first_any = SIZE_MAX;
+	ix->wild_min = SIZE_MAX;
+	ix->wild_max = 0;
+	if (n == 0)
+		return true;
+	if ((ix->order = calloc(n, sizeof(*ix->order))) == NULL)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (list[i].any) {
+			if (ix->first_any == SIZE_MAX)
+				ix->first_any = i;
+			continue;
+		}
+		ix->order[norder++] = (uint32_t)i;
+		if (list[i].wildcard) {
+			len = strlen(list[i].name);
+			if (len < ix->wild_min)
+				ix->wild_min = len;
+			if (len > ix->wild_max)
+				ix->wild_max = len;
+		}
+	}
+	qsort_r(ix->order, norder, sizeof(*ix->order), domain_order,
+	    (void *)list);
+	for (i = 0; i < norder; i++)
+		if (i == 0 || !same_run(&list[ix->order[i - 1]],
+		    &list[ix->order[i]]))
+			nruns++;
+	/* at most half full: probes stay short */
+	for (size = 1; size < 2 * nruns; size *= 2)
+		;
+	if ((ix->slots = calloc(size, sizeof(*ix->slots))) == NULL)
+		return false;
+	ix->mask = size - 1;
+	for (i = 0; i < norder; i = run.first + run.count) {
+		run.first = (uint32_t)i;
+		for (run.count = 1; i + run.count < norder &&
+		    same_run(&list[ix->order[i]], &list[ix->order[i +
+		    run.count]]); run.count++)
+			;
+		run.hash = hash_name(list[ix->order[i]].name,
+		    list[ix->order[i]].wildcard);
+		for (k = run.hash & ix->mask; ix->slots[k].count != 0;
+		    k = (k + 1) & ix->mask)
+			;
+		ix->slots[k] = run;
+	}
+	return true;
+}
+
+static int
+cidr_order(const void *a, const void *b)
+{
+	const struct cidr_key *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->pos < y->pos ? -1 : 1;
+}
+
+static bool
+cidrs_index(struct policy_index *ix, const struct policy_cidr *c, size_t n)
+{
+	size_t count[33] = { 0 }, start[33], i, off = 0;
+	uint32_t mask;
+	int len;
+
+	if (n == 0)
+		return true;
+	if ((ix->keys = calloc(n, sizeof(*ix->keys))) == NULL)
+		return false;
+	for (i = 0; i < n; i++)
+		count[__builtin_popcount(ntohl(c[i].mask))]++;
+	for (len = 32; len >= 0; len--) {
+		start[len] = off;
+		off += count[len];
+	}
+	for (i = 0; i < n; i++) {
+		mask = ntohl(c[i].mask);
+		len = __builtin_popcount(mask);
+		ix->keys[start[len]++] = (struct cidr_key){ ntohl(c[i].addr),
+		    (uint32_t)i };
+	}
+	for (len = 32, off = 0; len >= 0; len--) {
+		if (count[len] == 0)
+			continue;
+		qsort(ix->keys + off, count[len], sizeof(*ix->keys), cidr_order);
+		ix->lens[ix->nlens++] = (struct cidr_len){
+		    len == 0 ? 0 : UINT32_C(0xffffffff) << (32 - len),
+		    (uint32_t)off, (uint32_t)count[len] };
+		off += count[len];
+	}
+	return true;
+}
+
+/* The index and the block for the strings, before parsing. */
+static bool
+index_new(struct policy *p, struct strings *str, size_t cap)
+{
+	if ((p->index = calloc(1, sizeof(*p->index))) == NULL ||
+	    (p->index->strings = malloc(cap)) == NULL)
+		return false;
+	str->buf = p->index->strings;
+	str->len = 0;
+	str->cap = cap;
+	return true;
+}
+
+/* The index, once the lists are parsed. */
+static bool
+index_build(struct policy *p, struct strings *str)
+{
+	return strings_settle(p, str) &&
+	    names_index(&p->index->allowed, p->allowed, p->nallowed) &&
+	    names_index(&p->index->denied, p->denied, p->ndenied) &&
+	    cidrs_index(p->index, p->cidrs, p->ncidrs);
+}
+
+static void
+index_free(struct policy_index *ix)
+{
+	if (ix == NULL)
+		return;
+	free(ix->strings);
+	free(ix->allowed.order);
+	free(ix->allowed.slots);
+	free(ix->denied.order);
+	free(ix->denied.slots);
+	free(ix->keys);
+	free(ix);
+}
+
 /* Parses p->text, which p owns; on failure the caller frees p. */
 static bool
 parse_text(struct policy *p, const char *origin, char *err, size_t errlen)
@@ -867,6 +1201,7 @@ parse_text(struct policy *p, const char *origin, char *err, size_t errlen)
 		.err = err,
 		.errlen = errlen,
 	};
+	struct strings str = { NULL, 0, 0 };
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0, i;
 	json_error_t jerr;
@@ -888,12 +1223,21 @@ parse_text(struct policy *p, const char *origin, char *err, size_t errlen)
 		    jerr.column, jerr.text);
 		return false;
 	}
-	if (!json_is_object(root))
+	if (!json_is_object(root)) {
 		ok = fail(&ps, false, "top level must be an object, not %s",
 		    json_kind(root));
-	else
+	} else if (!index_new(p, &str, strings_bound(root))) {
+		set_err(err, errlen, "%s: out of memory", origin);
+		ok = false;
+	} else {
+		ps.str = &str;
 		ok = parse_members(&ps, root, top_members, "network, sluice",
 		    p);
+		if (ok && !index_build(p, &str)) {
+			set_err(err, errlen, "%s: out of memory", origin);
+			ok = false;
+		}
+	}
 	json_decref(root);
 	return ok;
 }
@@ -985,36 +1329,55 @@ policy_free(struct policy *p)
 	free(p->cidrs);
 	free(p->allowed);
 	free(p->denied);
+	index_free(p->index);
 	free(p->text);
 	free(p);
+}
+
+/* The first key of len's run with addr (host order), or the run's end. */
+static size_t
+cidr_lower_bound(const struct policy_index *ix, const struct cidr_len *len,
+    uint32_t addr)
+{
+	size_t lo = len->first, hi = (size_t)len->first + len->count, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->keys[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 const struct policy_cidr *
 policy_match_cidr(const struct policy *p, uint32_t daddr, uint16_t dport,
     bool *addr_matched)
 {
+	const struct policy_index *ix = p->index;
 	const struct policy_cidr *c;
+	size_t best = SIZE_MAX, k, l, end;
+	uint32_t addr = ntohl(daddr), net;
 	bool addr_seen = false;
-	size_t i;
 
-	/*
-	 * Linear in the entries, at most POLICY_MAX_ENTRIES, for each new
-	 * flow; a prefix tree is due if long CIDR lists become common.
-	 */
-	for (i = 0; i < p->ncidrs; i++) {
-		c = &p->cidrs[i];
-		if ((daddr & c->mask) != c->addr)
-			continue;
-		if (dport >= c->port_lo && dport <= c->port_hi) {
-			if (addr_matched != NULL)
-				*addr_matched = false;
-			return c;
+	/* the first entry in the list covering the address and the port:
+	 * the lowest position over every prefix length's run */
+	for (l = 0; ix != NULL && l < ix->nlens; l++) {
+		net = addr & ix->lens[l].mask;
+		end = (size_t)ix->lens[l].first + ix->lens[l].count;
+		for (k = cidr_lower_bound(ix, &ix->lens[l], net);
+		    k < end && ix->keys[k].addr == net &&
+		    ix->keys[k].pos < best; k++) {
+			c = &p->cidrs[ix->keys[k].pos];
+			addr_seen = true;
+			if (dport >= c->port_lo && dport <= c->port_hi)
+				best = ix->keys[k].pos;
 		}
-		addr_seen = true;
 	}
 	if (addr_matched != NULL)
-		*addr_matched = addr_seen;
-	return NULL;
+		*addr_matched = best == SIZE_MAX && addr_seen;
+	return best == SIZE_MAX ? NULL : &p->cidrs[best];
 }
 
 const char *
@@ -1026,11 +1389,17 @@ policy_mode_name(enum policy_mode mode)
 bool
 policy_covers_addr(const struct policy *p, uint32_t addr)
 {
-	size_t i;
+	const struct policy_index *ix = p->index;
+	uint32_t a = ntohl(addr), net;
+	size_t l, k;
 
-	for (i = 0; i < p->ncidrs; i++)
-		if ((addr & p->cidrs[i].mask) == p->cidrs[i].addr)
+	for (l = 0; ix != NULL && l < ix->nlens; l++) {
+		net = a & ix->lens[l].mask;
+		k = cidr_lower_bound(ix, &ix->lens[l], net);
+		if (k < (size_t)ix->lens[l].first + ix->lens[l].count &&
+		    ix->keys[k].addr == net)
 			return true;
+	}
 	return false;
 }
 
@@ -1042,38 +1411,94 @@ domain_port_ok(const struct policy_domain *d, uint16_t port)
 	return port == 443 || port == 80;
 }
 
+/* What a list says about a name: the first entry matching it, and the
+ * first matching it for the port too (SIZE_MAX: none). */
+struct name_hits {
+	int	 port;		/* < 0: any entry matching the name will do */
+	size_t	 first;
+	size_t	 first_port;
+};
+
+/* The run of (name[0..len), wildcard) in ix, if there is one. */
+static void
+names_probe(const struct name_index *ix, const char *name, size_t len,
+    bool wildcard, uint32_t h, struct name_hits *hits)
+{
+	const struct name_run *run;
+	const struct policy_domain *d;
+	size_t k, i, pos;
+
+	h = hash_final(h, wildcard);
+	for (k = h & ix->mask; ix->slots[k].count != 0; k = (k + 1) & ix->mask) {
+		run = &ix->slots[k];
+		d = &ix->list[ix->order[run->first]];
+		if (run->hash != h || d->wildcard != wildcard ||
+		    strncmp(d->name, name, len) != 0 || d->name[len] != '\0')
+			continue;
+		/* a run is in list order: its first is the first match */
+		if (ix->order[run->first] < hits->first)
+			hits->first = ix->order[run->first];
+		for (i = 0; i < run->count; i++) {
+			pos = ix->order[run->first + i];
+			if (pos >= hits->first_port)
+				break;
+			if (hits->port < 0 ||
+			    domain_port_ok(&ix->list[pos], (uint16_t)hits->port)) {
+				hits->first_port = pos;
+				break;
+			}
+		}
+		return;
+	}
+}
+
 /*
- * Linear in the entries, like the CIDRs; a suffix tree keyed by labels is
- * due when long domain lists become common (the benchmark issue).
+ * The entries of a list matching name: the entry for the name itself, and
+ * "*.parent" entries for each parent domain (a proper one: "*.a.com" is
+ * not "a.com"), probed from the longest parent down.
  */
+static void
+names_lookup(const struct name_index *ix, const char *name,
+    struct name_hits *hits)
+{
+	size_t len = strlen(name), i;
+	uint32_t h = HASH_INIT;
+
+	hits->first = hits->first_port = ix->first_any;
+	if (ix->slots == NULL)
+		return;
+	for (i = len; i-- > 0; ) {
+		h = HASH_STEP(h, name[i]);
+		/* name[i..] follows a dot that has a label before it */
+		if (i >= 2 && name[i - 1] == '.' && len - i >= ix->wild_min &&
+		    len - i <= ix->wild_max)
+			names_probe(ix, name + i, len - i, true, h, hits);
+	}
+	names_probe(ix, name, len, false, h, hits);
+}
+
 enum policy_name_verdict
 policy_match_name(const struct policy *p, const char *name, int port,
     const struct policy_domain **rule)
 {
-	const struct policy_domain *d, *name_only = NULL;
-	size_t i;
+	struct name_hits denied = { .port = -1 }, hits = { .port = port };
 
 	*rule = NULL;
-	for (i = 0; i < p->ndenied; i++) {
-		d = &p->denied[i];
-		if (d->any || dns_name_match(name, d->name, d->wildcard)) {
-			*rule = d;
-			return POLICY_NAME_DENIED;
-		}
+	if (p->index == NULL)		/* not made by the parser: empty */
+		return POLICY_NAME_NOT_ALLOWED;
+	/* deniedDomains wins, by its first entry matching the name */
+	names_lookup(&p->index->denied, name, &denied);
+	if (denied.first != SIZE_MAX) {
+		*rule = &p->denied[denied.first];
+		return POLICY_NAME_DENIED;
 	}
-	for (i = 0; i < p->nallowed; i++) {
-		d = &p->allowed[i];
-		if (!dns_name_match(name, d->name, d->wildcard))
-			continue;
-		if (port < 0 || domain_port_ok(d, (uint16_t)port)) {
-			*rule = d;
-			return POLICY_NAME_ALLOWED;
-		}
-		if (name_only == NULL)
-			name_only = d;
+	names_lookup(&p->index->allowed, name, &hits);
+	if (hits.first_port != SIZE_MAX) {
+		*rule = &p->allowed[hits.first_port];
+		return POLICY_NAME_ALLOWED;
 	}
-	if (name_only != NULL) {
-		*rule = name_only;
+	if (hits.first != SIZE_MAX) {
+		*rule = &p->allowed[hits.first];
 		return POLICY_NAME_PORT_NOT_ALLOWED;
 	}
 	return POLICY_NAME_NOT_ALLOWED;

@@ -10,6 +10,11 @@
 #define POLICY_MAX_ENTRIES	100000		/* per list */
 #define POLICY_ENTRY_MAX	300		/* longest entry text kept, NUL included */
 
+/*
+ * The strings of entries (name, text) belong to the policy: they stay
+ * valid, unchanged, until policy_free().
+ */
+
 enum policy_mode {
 	POLICY_ENFORCE = 0,
 	POLICY_AUDIT,
@@ -21,12 +26,13 @@ struct policy_cidr {
 	uint32_t	mask;		/* network byte order */
 	uint16_t	port_lo;	/* host order; 1..65535 when written, */
 	uint16_t	port_hi;	/* 0..65535 for "any port" */
-	char		text[POLICY_ENTRY_MAX];	/* the entry as written */
+	const char	*text;		/* the entry as written */
 };
 
 /* One "network.allowedDomains" / "deniedDomains" entry. */
 struct policy_domain {
-	char		name[256];	/* lower case, no trailing dot, no "*." */
+	const char	*name;		/* lower case, no trailing dot, no "*.";
+					 * "" for a bare "*" */
 	bool		wildcard;	/* "*.name": every subdomain, not name */
 	bool		any;		/* bare "*" (deniedDomains only) */
 	uint16_t	port;		/* 0: none given */
@@ -35,8 +41,10 @@ struct policy_domain {
 		POLICY_INSPECT_TLS,		/* "name:port/tls" */
 		POLICY_INSPECT_HTTP,		/* "name:port/http" */
 	}		inspect;
-	char		text[POLICY_ENTRY_MAX];
+	const char	*text;		/* the entry as written */
 };
+
+struct policy_index;	/* policy.c's lookup tables and entry strings */
 
 struct policy {
 	enum policy_mode	 mode;
@@ -49,6 +57,7 @@ struct policy {
 	char			 sha256[65];	/* hex digest of text */
 	char			*text;		/* the JSON as given, NUL-terminated */
 	size_t			 textlen;
+	struct policy_index	*index;		/* built by the parser */
 };
 
 /*
@@ -70,7 +79,8 @@ void policy_free(struct policy *p);
 /*
  * First allowedCidrs entry covering TCP to daddr (network order) port dport
  * (host order), or NULL. *addr_matched (may be NULL) tells whether some
- * entry covered the address but not the port.
+ * entry covered the address but not the port. Looked up in an index built
+ * by the parser: O(prefix lengths in use x log entries), not linear.
  */
 const struct policy_cidr *policy_match_cidr(const struct policy *p,
     uint32_t daddr, uint16_t dport, bool *addr_matched);
@@ -93,7 +103,9 @@ enum policy_name_verdict {
  * that decided (the denying one, the admitting one, or for
  * PORT_NOT_ALLOWED the first that matched the name), else NULL; it points
  * into p. deniedDomains wins; a name entry without a port admits 443 and
- * 80.
+ * 80. Where several entries fit, the first in the list decides. Hash
+ * lookups of the name and of each of its parent domains: the cost grows
+ * with the name's labels, not with the number of entries.
  */
 enum policy_name_verdict policy_match_name(const struct policy *p,
     const char *name, int port, const struct policy_domain **rule);

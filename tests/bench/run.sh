@@ -435,7 +435,7 @@ profile() { # profile LABEL CMD...: perf record sluiced for 2 s while CMD runs
 			    --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -8
 			echo "## kernel entry points, with everything they call"
 			perf report -i "$TB_DIR/perf.data" --stdio --children -g none \
-			    --sort sym 2>/dev/null | grep -E '\[k\] (__sys_(sendto|recvmsg|recvfrom|sendmsg|socket|connect)|nfqnl_reinject|__schedule|__x64_sys_(close|pwrite64|fdatasync|epoll_wait|poll|getrandom))$' |
+			    --sort sym 2>/dev/null | grep -E '\[k\] (__sys_(sendto|recvmsg|recvfrom|sendmsg|sendmmsg|socket|connect)|do_recvmmsg|nfqnl_reinject|__schedule|__x64_sys_(close|pwrite64|fdatasync|epoll_wait|poll|getrandom))$' |
 			    awk '{ print "  " $1, $NF }'
 			echo "## top symbols (self)"
 			perf report -i "$TB_DIR/perf.data" --stdio --no-children -g none \

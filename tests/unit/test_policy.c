@@ -1,4 +1,4 @@
-/* test_policy.c: policy parsing, error positions and CIDR matching. */
+/* test_policy.c: policy parsing, error positions, and matching against a linear reference. */
 #include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "dns/dns.h"
 #include "gateway/policy.h"
 
 /* An address in host order, and in network order as policy.h keeps it. */
@@ -901,6 +902,430 @@ test_match_cidr(void **state)
 	policy_free(p);
 }
 
+/* Which entry decides, where several could. */
+static void
+test_match_name(void **state)
+{
+	static const char json[] = "{\"network\": {"
+	    "\"allowedDomains\": [\"a.test:8443\", \"*.a.test\", \"a.test\","
+	    " \"A.test:22\", \"a.test:22\", \"*.b.a.test:22\", \"x.b.a.test\","
+	    " \"bad.test\", \"*.deep.test\", \"*.q.deep.test:80\"],"
+	    "\"deniedDomains\": [\"*.bad.test\", \"bad.test:443\", "
+	    "\"evil.b.a.test\", \"*.evil.b.a.test\"]}}";
+	const struct policy_domain *rule;
+	struct policy *p;
+
+	(void)state;
+	p = parse_ok(json);
+	/* the first entry fitting name and port; the first fitting the
+	 * name when none fits the port */
+	assert_int_equal(policy_match_name(p, "a.test", 443, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[2]);
+	assert_int_equal(policy_match_name(p, "a.test", 8443, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[0]);
+	assert_int_equal(policy_match_name(p, "a.test", 22, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[3]);
+	assert_int_equal(policy_match_name(p, "a.test", 25, &rule),
+	    POLICY_NAME_PORT_NOT_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[0]);
+	assert_int_equal(policy_match_name(p, "a.test", -1, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[0]);
+	/* "*.a.test" covers every depth below, not a.test itself */
+	assert_int_equal(policy_match_name(p, "x.b.a.test", 80, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[1]);
+	assert_int_equal(policy_match_name(p, "x.b.a.test", 22, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[5]);
+	assert_int_equal(policy_match_name(p, "x.b.a.test", 8443, &rule),
+	    POLICY_NAME_PORT_NOT_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[1]);
+	assert_int_equal(policy_match_name(p, "b.a.test", 22, &rule),
+	    POLICY_NAME_PORT_NOT_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[1]);
+	assert_int_equal(policy_match_name(p, "q.deep.test", 80, &rule),
+	    POLICY_NAME_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[8]);
+	assert_int_equal(policy_match_name(p, "r.q.deep.test", 8443, &rule),
+	    POLICY_NAME_PORT_NOT_ALLOWED);
+	assert_ptr_equal(rule, &p->allowed[8]);
+	assert_int_equal(policy_match_name(p, "deep.test", 80, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	assert_null(rule);
+	/* deniedDomains wins over any allowed entry, whatever the port:
+	 * its first matching entry is the rule */
+	assert_int_equal(policy_match_name(p, "bad.test", 80, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[1]);
+	assert_int_equal(policy_match_name(p, "x.bad.test", -1, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[0]);
+	assert_int_equal(policy_match_name(p, "evil.b.a.test", 443, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[2]);
+	assert_int_equal(policy_match_name(p, "x.evil.b.a.test", 443, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[3]);
+	/* the suffix must end at a label: "xa.test" is not under a.test */
+	assert_int_equal(policy_match_name(p, "xa.test", 443, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	assert_int_equal(policy_match_name(p, "test", 443, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	assert_int_equal(policy_match_name(p, "", 443, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	assert_int_equal(policy_match_name(p, ".a.test", 443, &rule),
+	    POLICY_NAME_NOT_ALLOWED);
+	policy_free(p);
+
+	/* a bare "*" denies everything, from wherever it is in the list */
+	p = parse_ok("{\"network\": {\"allowedDomains\": [\"a.test\"], "
+	    "\"deniedDomains\": [\"b.test\", \"*\", \"a.test\"]}}");
+	assert_int_equal(policy_match_name(p, "a.test", 443, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[1]);
+	assert_string_equal(rule->name, "");
+	assert_string_equal(rule->text, "*");
+	assert_int_equal(policy_match_name(p, "b.test", 443, &rule),
+	    POLICY_NAME_DENIED);
+	assert_ptr_equal(rule, &p->denied[0]);
+	policy_free(p);
+}
+
+/* ---- the index against the scan it replaced ----------------------------- */
+
+static const struct policy_cidr *
+linear_match_cidr(const struct policy *p, uint32_t daddr, uint16_t dport,
+    bool *addr_matched)
+{
+	const struct policy_cidr *c;
+	bool addr_seen = false;
+	size_t i;
+
+	for (i = 0; i < p->ncidrs; i++) {
+		c = &p->cidrs[i];
+		if ((daddr & c->mask) != c->addr)
+			continue;
+		if (dport >= c->port_lo && dport <= c->port_hi) {
+			*addr_matched = false;
+			return c;
+		}
+		addr_seen = true;
+	}
+	*addr_matched = addr_seen;
+	return NULL;
+}
+
+static bool
+linear_covers_addr(const struct policy *p, uint32_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < p->ncidrs; i++)
+		if ((addr & p->cidrs[i].mask) == p->cidrs[i].addr)
+			return true;
+	return false;
+}
+
+static bool
+linear_port_ok(const struct policy_domain *d, uint16_t port)
+{
+	if (d->port != 0)
+		return port == d->port;
+	return port == 443 || port == 80;
+}
+
+static enum policy_name_verdict
+linear_match_name(const struct policy *p, const char *name, int port,
+    const struct policy_domain **rule)
+{
+	const struct policy_domain *d, *name_only = NULL;
+	size_t i;
+
+	*rule = NULL;
+	for (i = 0; i < p->ndenied; i++) {
+		d = &p->denied[i];
+		if (d->any || dns_name_match(name, d->name, d->wildcard)) {
+			*rule = d;
+			return POLICY_NAME_DENIED;
+		}
+	}
+	for (i = 0; i < p->nallowed; i++) {
+		d = &p->allowed[i];
+		if (!dns_name_match(name, d->name, d->wildcard))
+			continue;
+		if (port < 0 || linear_port_ok(d, (uint16_t)port)) {
+			*rule = d;
+			return POLICY_NAME_ALLOWED;
+		}
+		if (name_only == NULL)
+			name_only = d;
+	}
+	if (name_only != NULL) {
+		*rule = name_only;
+		return POLICY_NAME_PORT_NOT_ALLOWED;
+	}
+	return POLICY_NAME_NOT_ALLOWED;
+}
+
+static uint64_t rng_state;
+
+static uint32_t
+rng(uint32_t n)
+{
+	/* xorshift64*: reproducible from the seed printed on failure */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dULL) >> 32) % n;
+}
+
+/* A name of 1..maxlabels labels over a small alphabet, so that entries
+ * and queries meet often; upper case when upper. */
+static void
+rand_name(char *out, size_t size, unsigned maxlabels, bool upper)
+{
+	static const char *labels[] = { "a", "b", "c", "ab", "x-y", "_s",
+	    "www", "api", "a1" };
+	static const char *tlds[] = { "test", "com" };
+	size_t off = 0;
+	unsigned n = 1 + rng(maxlabels), i;
+	char *c;
+
+	out[0] = '\0';
+	for (i = 0; i < n; i++)
+		off += (size_t)snprintf(out + off, size - off, "%s.",
+		    labels[rng(sizeof(labels) / sizeof(labels[0]))]);
+	snprintf(out + off, size - off, "%s", tlds[rng(2)]);
+	if (upper)
+		for (c = out; *c != '\0'; c++)
+			if (*c >= 'a' && *c <= 'z' && rng(3) == 0)
+				*c = (char)(*c - 'a' + 'A');
+}
+
+static const uint16_t rand_ports[] = { 80, 443, 8443, 22, 53, 1, 65535 };
+
+static size_t
+rand_domain(char *out, size_t size, bool denied)
+{
+	char name[128];
+	size_t off = 0;
+
+	if (denied && rng(40) == 0)
+		return (size_t)snprintf(out, size, "*");
+	rand_name(name, sizeof(name), 3, true);
+	if (rng(3) == 0)
+		off += (size_t)snprintf(out + off, size - off, "*.");
+	off += (size_t)snprintf(out + off, size - off, "%s%s", name,
+	    rng(8) == 0 ? "." : "");
+	if (rng(2) == 0) {
+		off += (size_t)snprintf(out + off, size - off, ":%u",
+		    rand_ports[rng(5)]);
+		if (!denied && rng(4) == 0)
+			off += (size_t)snprintf(out + off, size - off, "%s",
+			    rng(2) ? "/tls" : "/http");
+	}
+	return off;
+}
+
+/* Addresses from 10.0-1.0-3.0-7 and a few around, so CIDRs overlap. */
+static uint32_t
+rand_addr(void)
+{
+	if (rng(10) == 0)
+		return HIP(rng(256), rng(256), rng(256), rng(256));
+	return HIP(10, rng(2), rng(4), rng(8));
+}
+
+static size_t
+rand_cidr(char *out, size_t size)
+{
+	static const unsigned lens[] = { 0, 8, 16, 23, 24, 29, 30, 31, 32 };
+	unsigned len = lens[rng(sizeof(lens) / sizeof(lens[0]))];
+	uint32_t a = rand_addr(), mask;
+	size_t off;
+
+	mask = len == 0 ? 0 : UINT32_C(0xffffffff) << (32 - len);
+	a &= mask;
+	off = (size_t)snprintf(out, size, "%u.%u.%u.%u/%u", a >> 24,
+	    a >> 16 & 0xff, a >> 8 & 0xff, a & 0xff, len);
+	switch (rng(4)) {
+	case 0:
+		break;
+	case 1:
+		off += (size_t)snprintf(out + off, size - off, ":%u",
+		    rand_ports[rng(5)]);
+		break;
+	case 2:
+		off += (size_t)snprintf(out + off, size - off, ":1-1024");
+		break;
+	default:
+		off += (size_t)snprintf(out + off, size - off, ":443-8443");
+		break;
+	}
+	return off;
+}
+
+/* A random policy of up to max entries per list, as JSON. */
+static char *
+rand_policy(size_t max)
+{
+	static const char *lists[] = { "allowedDomains", "deniedDomains" };
+	size_t cap = 128 + 3 * max * 64, off = 0, n, i, l;
+	char *json = malloc(cap);
+
+	assert_non_null(json);
+	off += (size_t)snprintf(json + off, cap - off, "{\"network\": {");
+	for (l = 0; l < 2; l++) {
+		n = l == 1 && rng(2) ? rng(3) : rng((uint32_t)max + 1);
+		off += (size_t)snprintf(json + off, cap - off, "%s\"%s\": [",
+		    l ? ", " : "", lists[l]);
+		for (i = 0; i < n; i++) {
+			if (i > 0)
+				json[off++] = ',';
+			json[off++] = '"';
+			off += rand_domain(json + off, cap - off, l == 1);
+			json[off++] = '"';
+		}
+		off += (size_t)snprintf(json + off, cap - off, "]");
+	}
+	off += (size_t)snprintf(json + off, cap - off,
+	    "}, \"sluice\": {\"allowedCidrs\": [");
+	n = rng((uint32_t)max + 1);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			json[off++] = ',';
+		json[off++] = '"';
+		off += rand_cidr(json + off, cap - off);
+		json[off++] = '"';
+	}
+	snprintf(json + off, cap - off, "]}}");
+	return json;
+}
+
+static void
+compare_one(const struct policy *p, unsigned seed)
+{
+	static const int ports[] = { -1, 80, 443, 8443, 22, 53, 1, 0, 65535 };
+	const struct policy_domain *want_rule, *got_rule;
+	const struct policy_cidr *want_c, *got_c;
+	enum policy_name_verdict want, got;
+	char name[256];
+	uint32_t a;
+	uint16_t port;
+	bool want_am, got_am;
+	int q, np;
+
+	for (q = 0; q < 200; q++) {
+		if (rng(4) == 0 && p->nallowed + p->ndenied > 0) {
+			/* an entry's own name, or one right under it */
+			size_t k = rng((uint32_t)(p->nallowed + p->ndenied));
+			const struct policy_domain *d = k < p->nallowed ?
+			    &p->allowed[k] : &p->denied[k - p->nallowed];
+
+			snprintf(name, sizeof(name), "%s%s", rng(2) ? "" :
+			    "z.", d->name);
+		} else {
+			rand_name(name, sizeof(name), 5, false);
+		}
+		/* names no resolver would pass on must not confuse it */
+		if (rng(10) == 0) {
+			char odd[sizeof(name)];
+
+			snprintf(odd, sizeof(odd), "%s", name);
+			switch (rng(3)) {
+			case 0:
+				snprintf(name, sizeof(name), ".%.250s", odd);
+				break;
+			case 1:
+				snprintf(name, sizeof(name), "%.250s.", odd);
+				break;
+			default:
+				snprintf(name, sizeof(name), "a..%.250s", odd);
+				break;
+			}
+		}
+		np = ports[rng(sizeof(ports) / sizeof(ports[0]))];
+		want = linear_match_name(p, name, np, &want_rule);
+		got = policy_match_name(p, name, np, &got_rule);
+		if (want != got || want_rule != got_rule)
+			fail_msg("seed %u: %s port %d: want %d %s, got %d %s",
+			    seed, name, np, want, want_rule ? want_rule->text :
+			    "-", got, got_rule ? got_rule->text : "-");
+
+		a = htonl(rand_addr());
+		port = (uint16_t)(rng(3) ? rand_ports[rng(7)] : rng(65536));
+		want_c = linear_match_cidr(p, a, port, &want_am);
+		got_am = !want_am;
+		got_c = policy_match_cidr(p, a, port, &got_am);
+		if (want_c != got_c || want_am != got_am)
+			fail_msg("seed %u: %08x port %u: want %s/%d, got %s/%d",
+			    seed, ntohl(a), port, want_c ? want_c->text : "-",
+			    want_am, got_c ? got_c->text : "-", got_am);
+		assert_int_equal(policy_covers_addr(p, a),
+		    linear_covers_addr(p, a));
+	}
+}
+
+/*
+ * Random policies over a small alphabet of names, ports and addresses (so
+ * entries overlap, repeat and shadow each other) must give the very
+ * verdict and entry that the scan in list order gave.
+ */
+static void
+test_index_vs_linear(void **state)
+{
+	struct policy *p;
+	unsigned seed;
+	char *json;
+
+	(void)state;
+	for (seed = 1; seed <= 3000; seed++) {
+		rng_state = 0x9e3779b97f4a7c15ULL * seed;
+		json = rand_policy(seed % 50 == 0 ? 2000 : 40);
+		p = parse_ok(json);
+		compare_one(p, seed);
+		policy_free(p);
+		free(json);
+	}
+}
+
+/* An entry's strings belong to the policy: a normalised name shares its
+ * entry's text, any other is a copy; nothing points into the JSON. */
+static void
+test_entry_strings(void **state)
+{
+	static const char json[] = "{\"network\": {\"allowedDomains\": "
+	    "[\"a.test\", \"*.b.test\", \"C.test\", \"d.test:443\", "
+	    "\"*.e.test.\"]}, \"sluice\": {\"allowedCidrs\": [\"10.0.0.0/8\"]}}";
+	struct policy *p;
+	char *copy;
+
+	(void)state;
+	copy = strdup(json);
+	assert_non_null(copy);
+	p = parse_ok(copy);
+	memset(copy, 'x', strlen(copy));
+	free(copy);
+	assert_ptr_equal(p->allowed[0].name, p->allowed[0].text);
+	assert_ptr_equal(p->allowed[1].name, p->allowed[1].text + 2);
+	assert_string_equal(p->allowed[1].name, "b.test");
+	assert_string_equal(p->allowed[2].name, "c.test");
+	assert_string_equal(p->allowed[2].text, "C.test");
+	assert_string_equal(p->allowed[3].name, "d.test");
+	assert_string_equal(p->allowed[3].text, "d.test:443");
+	assert_string_equal(p->allowed[4].name, "e.test");
+	assert_string_equal(p->allowed[4].text, "*.e.test.");
+	assert_string_equal(p->cidrs[0].text, "10.0.0.0/8");
+	/* the policy's own copy of the document is another block */
+	assert_true(p->allowed[0].text < p->text ||
+	    p->allowed[0].text >= p->text + p->textlen);
+	policy_free(p);
+}
+
 int
 main(void)
 {
@@ -921,6 +1346,9 @@ main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_match_cidr),
+		cmocka_unit_test(test_match_name),
+		cmocka_unit_test(test_index_vs_linear),
+		cmocka_unit_test(test_entry_strings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

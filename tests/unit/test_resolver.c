@@ -1,0 +1,760 @@
+/* test_resolver.c: the resolver's sockets against the kernel, in a private network namespace. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "dns/dns.h"
+
+/*
+ * The binary moves into a network namespace of its own, so that fake
+ * upstreams can listen on port 53 of 127.0.0.2 and 127.0.0.3 and nothing
+ * needs tearing down. Needs root; skips otherwise. Time is the test's:
+ * dns_resolver_process is handed a clock that only moves when a test
+ * moves it, so timeouts are exact and instant.
+ *
+ *   127.0.0.1:5300  the resolver (UDP and TCP)
+ *   127.0.0.2:53    upstream 0      127.0.0.3:53    upstream 1
+ *   127.0.0.9:53    a stranger      127.0.0.1:<any> the client
+ */
+
+#define RES_PORT	5300
+#define WAIT_MS		1000	/* for something that should arrive */
+#define ABSENT_MS	100	/* for something that should not */
+#define UP0		"127.0.0.2"
+#define UP1		"127.0.0.3"
+#define STRANGER	"127.0.0.9"
+
+static const char *env_skip;
+
+struct done_rec {
+	char	name[DNS_NAME_MAX + 1];
+	int	rcode;
+	bool	had_response;
+};
+
+struct fixture {
+	struct dns_resolver	*r;
+	int			 up[2];		/* the fake upstreams */
+	int			 stranger;
+	int			 client;
+	uint64_t		 now;
+	/* what the ops saw */
+	size_t			 ndone;
+	struct done_rec		 done[1024];
+	bool			 answer_locally;	/* query op: DNS_ANSWER */
+};
+
+static int
+loopback_up(void)
+{
+	struct ifreq ifr;
+	int fd, ret = -1;
+
+	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		ret = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+	return ret;
+}
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		env_skip = "needs root (a network namespace)";
+	else if (unshare(CLONE_NEWNET) == -1)
+		env_skip = "unshare(CLONE_NEWNET) failed";
+	else if (loopback_up() == -1)
+		env_skip = "cannot bring up lo in the new namespace";
+	return 0;
+}
+
+static uint32_t
+addr(const char *s)
+{
+	struct in_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, s, &a), 1);
+	return a.s_addr;
+}
+
+static int
+udp_bound(const char *a, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+	    .sin_port = htons(port), .sin_addr.s_addr = addr(a) };
+	int fd, big = 4 << 20;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	assert_true(fd != -1);
+	/* room for every question in flight at once */
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big,
+	    sizeof(big)), 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+/* ---- the ops ---------------------------------------------------------- */
+
+static enum dns_action
+op_query(void *arg, struct dns_request *req, unsigned *rcode)
+{
+	struct fixture *fx = arg;
+
+	if (fx->answer_locally || strcmp(req->name, "local.test") == 0) {
+		*rcode = DNS_R_NXDOMAIN;
+		return DNS_ANSWER;
+	}
+	return DNS_FORWARD;
+}
+
+static void
+op_response(void *arg, struct dns_request *req, struct dns_response *r,
+    unsigned *rcode)
+{
+	struct fixture *fx = arg;
+
+	(void)fx;
+	/* remembered in the request's own room, as dnsgw does */
+	req->user.bytes[0] = r != NULL;
+	(void)rcode;
+}
+
+static void
+op_done(void *arg, struct dns_request *req, int rcode)
+{
+	struct fixture *fx = arg;
+	struct done_rec *d;
+
+	if (fx->ndone == sizeof(fx->done) / sizeof(fx->done[0]))
+		return;
+	d = &fx->done[fx->ndone++];
+	snprintf(d->name, sizeof(d->name), "%s", req->name);
+	d->rcode = rcode;
+	d->had_response = req->user.bytes[0];
+}
+
+static const struct dns_resolver_ops ops = {
+	.query = op_query,
+	.response = op_response,
+	.done = op_done,
+};
+
+static int
+fixture_setup(void **state)
+{
+	struct fixture *fx;
+	uint32_t ups[2];
+	char err[256];
+
+	*state = NULL;
+	if (env_skip != NULL)
+		return 0;
+	fx = calloc(1, sizeof(*fx));
+	assert_non_null(fx);
+	fx->now = 1000000;
+	ups[0] = addr(UP0);
+	ups[1] = addr(UP1);
+	fx->up[0] = udp_bound(UP0, 53);
+	fx->up[1] = udp_bound(UP1, 53);
+	fx->stranger = udp_bound(STRANGER, 53);
+	fx->client = udp_bound("127.0.0.1", 0);
+	fx->r = dns_resolver_open(addr("127.0.0.1"), RES_PORT, ups, 2, &ops,
+	    fx, err, sizeof(err));
+	if (fx->r == NULL)
+		fail_msg("%s", err);
+	*state = fx;
+	return 0;
+}
+
+static int
+fixture_teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	if (fx == NULL)
+		return 0;
+	dns_resolver_close(fx->r);
+	close(fx->up[0]);
+	close(fx->up[1]);
+	close(fx->stranger);
+	close(fx->client);
+	free(fx);
+	return 0;
+}
+
+#define NEED_ENV(state) do {						\
+	if (*(state) == NULL) {						\
+		print_message("skipped: %s\n", env_skip);		\
+		skip();							\
+	}								\
+} while (0)
+
+/* ---- driving the loop ------------------------------------------------- */
+
+/* One turn of the loop: poll the resolver's descriptors up to ms, then
+ * let it handle what is ready and what is due at fx->now. */
+static void
+turn(struct fixture *fx, int ms)
+{
+	struct pollfd pfd[2 + DNS_TCP_MAX + DNS_PENDING_MAX];
+	size_t n;
+
+	n = dns_resolver_pollfds(fx->r, pfd, sizeof(pfd) / sizeof(pfd[0]));
+	assert_true(poll(pfd, n, ms) >= 0);
+	dns_resolver_process(fx->r, pfd, n, fx->now);
+}
+
+/* Turns until fd is readable (or WAIT_MS); returns whether it is. */
+static bool
+turn_until(struct fixture *fx, int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int i;
+
+	for (i = 0; i < ms / 5; i++) {
+		if (poll(&p, 1, 0) == 1)
+			return true;
+		turn(fx, 5);
+	}
+	return poll(&p, 1, 0) == 1;
+}
+
+static void
+client_ask(struct fixture *fx, uint16_t id, const char *name, uint16_t type)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET,
+	    .sin_port = htons(RES_PORT), .sin_addr.s_addr = addr("127.0.0.1") };
+	uint8_t msg[512];
+	int len;
+
+	len = dns_write_query(msg, sizeof(msg), id, name, type, 1);
+	assert_true(len > 0);
+	msg[2] |= 0x01;		/* RD */
+	assert_int_equal(sendto(fx->client, msg, (size_t)len, 0,
+	    (struct sockaddr *)&to, sizeof(to)), len);
+}
+
+/* The client's next answer, parsed; false if none came. */
+static bool
+client_answer(struct fixture *fx, struct dns_response *resp)
+{
+	uint8_t buf[4096];
+	ssize_t n;
+
+	if (!turn_until(fx, fx->client, WAIT_MS))
+		return false;
+	n = recv(fx->client, buf, sizeof(buf), 0);
+	assert_true(n > 0);
+	assert_int_equal(dns_parse_response(buf, (size_t)n, resp), DNS_PARSE_OK);
+	return true;
+}
+
+/* A question as an upstream got it, with where it came from. */
+struct upq {
+	struct dns_query	q;
+	struct sockaddr_in	from;
+	uint8_t			raw[512];
+	size_t			len;
+};
+
+static bool
+upstream_get(struct fixture *fx, int fd, struct upq *u, int ms)
+{
+	socklen_t flen = sizeof(u->from);
+	ssize_t n;
+
+	if (!turn_until(fx, fd, ms))
+		return false;
+	n = recvfrom(fd, u->raw, sizeof(u->raw), 0,
+	    (struct sockaddr *)&u->from, &flen);
+	assert_true(n > 0);
+	u->len = (size_t)n;
+	assert_int_equal(dns_parse_query(u->raw, u->len, &u->q), DNS_PARSE_OK);
+	return true;
+}
+
+/* Answers u from fd with addr a for name/type (or u's own), id given. */
+static void
+upstream_reply(int fd, const struct upq *u, uint16_t id, const char *name,
+    uint16_t type, const char *a)
+{
+	struct dns_query q = u->q;
+	struct dns_rr rr;
+	uint8_t out[1024];
+	int len;
+
+	q.id = id;
+	if (name != NULL)
+		snprintf(q.qname, sizeof(q.qname), "%s", name);
+	if (type != 0)
+		q.qtype = type;
+	memset(&rr, 0, sizeof(rr));
+	snprintf(rr.name, sizeof(rr.name), "%s", q.qname);
+	rr.type = DNS_T_A;
+	rr.ttl = 60;
+	assert_int_equal(inet_pton(AF_INET, a, rr.data.a), 1);
+	len = dns_write_answer(out, sizeof(out), sizeof(out), &q, DNS_R_NOERROR,
+	    &rr, 1);
+	assert_true(len > 0);
+	assert_int_equal(sendto(fd, out, (size_t)len, 0,
+	    (const struct sockaddr *)&u->from, sizeof(u->from)), len);
+}
+
+static struct dns_resolver_stats
+stats(struct fixture *fx)
+{
+	struct dns_resolver_stats st;
+
+	dns_resolver_stats(fx->r, &st);
+	return st;
+}
+
+static void
+assert_a(const struct dns_response *resp, uint16_t id, const char *a)
+{
+	char got[INET_ADDRSTRLEN];
+
+	assert_int_equal(resp->id, id);
+	assert_int_equal(resp->rcode, DNS_R_NOERROR);
+	assert_int_equal(resp->nrr, 1);
+	assert_int_equal(resp->rr[0].type, DNS_T_A);
+	inet_ntop(AF_INET, resp->rr[0].data.a, got, sizeof(got));
+	assert_string_equal(got, a);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* A question goes to upstream 0 with an id of its own; the answer goes
+ * back with the client's id. */
+static void
+test_forward(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u;
+
+	NEED_ENV(state);
+	client_ask(fx, 0x1234, "A.Test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	assert_string_equal(u.q.qname, "a.test");
+	assert_int_equal(u.q.qtype, DNS_T_A);
+	assert_true(u.q.edns);
+	assert_true(ntohs(u.from.sin_port) != RES_PORT);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 0x1234, "192.0.2.1");
+	/* the client's spelling is echoed */
+	assert_string_equal(resp.qname, "A.Test");
+	assert_int_equal(fx->ndone, 1);
+	assert_int_equal(fx->done[0].rcode, DNS_R_NOERROR);
+	assert_true(fx->done[0].had_response);
+	assert_int_equal(stats(fx).forwarded, 1);
+	assert_int_equal(stats(fx).answered, 1);
+	assert_int_equal(stats(fx).mismatched, 0);
+	/* an answer for a name the ops decide is not sent upstream */
+	client_ask(fx, 7, "local.test", DNS_T_A);
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	assert_false(upstream_get(fx, fx->up[0], &u, ABSENT_MS));
+}
+
+/*
+ * Only the answer to the question asked is taken: a wrong id, name or
+ * type is counted and ignored; a stranger's datagram to the same port
+ * and one from the upstream's address but another port never even reach
+ * the resolver (its socket is connected).
+ */
+static void
+test_forged(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u;
+	int other;
+
+	NEED_ENV(state);
+	client_ask(fx, 0x4242, "www.forged.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	upstream_reply(fx->up[0], &u, u.q.id ^ 0x5555, NULL, 0, "203.0.113.66");
+	upstream_reply(fx->up[0], &u, u.q.id, "evil.test", 0, "203.0.113.66");
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, DNS_T_AAAA, "203.0.113.66");
+	upstream_reply(fx->stranger, &u, u.q.id, NULL, 0, "203.0.113.66");
+	other = udp_bound(UP0, 5454);
+	upstream_reply(other, &u, u.q.id, NULL, 0, "203.0.113.66");
+	close(other);
+	turn(fx, ABSENT_MS);
+	assert_int_equal(fx->ndone, 0);
+	assert_int_equal(stats(fx).mismatched, 3);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.20");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 0x4242, "192.0.2.20");
+	/* a second copy of the right answer is late: ignored */
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "203.0.113.66");
+	turn(fx, ABSENT_MS);
+	assert_int_equal(stats(fx).mismatched, 4);
+	assert_int_equal(fx->ndone, 1);
+	assert_false(turn_until(fx, fx->client, ABSENT_MS));
+}
+
+/* A silent upstream is given 1.5 s, then the next one is asked; once
+ * none answers, SERVFAIL. */
+static void
+test_timeouts(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u0, u1;
+
+	NEED_ENV(state);
+	client_ask(fx, 1, "slow.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now),
+	    DNS_UPSTREAM_TRY_MS);
+	fx->now += DNS_UPSTREAM_TRY_MS - 1;
+	assert_false(upstream_get(fx, fx->up[1], &u1, ABSENT_MS));
+	fx->now += 1;
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	assert_string_equal(u1.q.qname, "slow.test");
+	/* the first upstream's late answer is no answer any more */
+	upstream_reply(fx->up[0], &u0, u0.q.id, NULL, 0, "203.0.113.66");
+	turn(fx, ABSENT_MS);
+	assert_int_equal(fx->ndone, 0);
+	upstream_reply(fx->up[1], &u1, u1.q.id, NULL, 0, "192.0.2.7");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 1, "192.0.2.7");
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), -1);
+
+	client_ask(fx, 2, "silent.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	fx->now += DNS_UPSTREAM_TRY_MS;
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	fx->now += DNS_UPSTREAM_TRY_MS - 1;
+	turn(fx, 0);
+	assert_int_equal(fx->ndone, 1);
+	fx->now += 1;
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.id, 2);
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	assert_int_equal(fx->ndone, 2);
+	assert_int_equal(fx->done[1].rcode, DNS_R_SERVFAIL);
+	assert_false(fx->done[1].had_response);
+	assert_int_equal(stats(fx).upstream_timeouts, 1);
+}
+
+/* Port unreachable from upstream 0 (nothing listens) moves the question
+ * on at once, without waiting for the timeout. */
+static void
+test_icmp_unreachable(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u1;
+
+	NEED_ENV(state);
+	close(fx->up[0]);
+	fx->up[0] = socket(AF_INET, SOCK_DGRAM, 0);	/* unbound */
+	client_ask(fx, 9, "refused.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	upstream_reply(fx->up[1], &u1, u1.q.id, NULL, 0, "192.0.2.9");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 9, "192.0.2.9");
+	assert_int_equal(stats(fx).upstream_timeouts, 0);
+}
+
+/*
+ * Many questions in flight: each has its own id; answers in any order
+ * find their question; once DNS_PENDING_MAX are in flight the next one
+ * fails at once with SERVFAIL.
+ */
+static void
+test_many_in_flight(void **state)
+{
+	struct fixture *fx = *state;
+	static struct upq u[DNS_PENDING_MAX];
+	static uint8_t seen[65536];
+	struct dns_response resp;
+	char name[64];
+	size_t i, got = 0, answered = 0;
+	int ports = 0;
+	uint16_t port_seen[64];
+	int j;
+
+	NEED_ENV(state);
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < DNS_PENDING_MAX; i++) {
+		snprintf(name, sizeof(name), "n%zu.test", i);
+		client_ask(fx, (uint16_t)(1000 + i), name, DNS_T_A);
+		if (i % 16 == 15)
+			turn(fx, 0);
+	}
+	while (got < DNS_PENDING_MAX &&
+	    upstream_get(fx, fx->up[0], &u[got], WAIT_MS)) {
+		assert_int_equal(seen[u[got].q.id], 0);
+		seen[u[got].q.id] = 1;
+		for (j = 0; j < ports; j++)
+			if (port_seen[j] == u[got].from.sin_port)
+				break;
+		if (j == ports && ports < 64)
+			port_seen[ports++] = u[got].from.sin_port;
+		got++;
+	}
+	assert_int_equal(got, DNS_PENDING_MAX);
+	/* spread over the upstream's pool of a few sockets */
+	assert_true(ports >= 2 && ports <= 8);
+	client_ask(fx, 7777, "one.too.many", DNS_T_A);
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.id, 7777);
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	/* answered last to first */
+	for (i = DNS_PENDING_MAX; i-- > 0; ) {
+		char a[32];
+
+		snprintf(a, sizeof(a), "192.0.2.%zu", i % 250 + 1);
+		upstream_reply(fx->up[0], &u[i], u[i].q.id, NULL, 0, a);
+		if (i % 16 == 0)
+			turn(fx, 0);
+	}
+	while (answered < DNS_PENDING_MAX && client_answer(fx, &resp)) {
+		char want[32];
+
+		snprintf(name, sizeof(name), "n%u.test", resp.id - 1000);
+		assert_string_equal(resp.qname, name);
+		snprintf(want, sizeof(want), "192.0.2.%u",
+		    (resp.id - 1000) % 250 + 1);
+		assert_a(&resp, resp.id, want);
+		answered++;
+	}
+	assert_int_equal(answered, DNS_PENDING_MAX);
+	assert_int_equal(stats(fx).mismatched, 0);
+}
+
+/* Sockets are replaced: after some thousands of questions, or some tens
+ * of seconds, questions leave from other ports. */
+static void
+test_rotation(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u;
+	uint16_t first[16];
+	size_t nfirst = 0, i, k, same;
+
+	NEED_ENV(state);
+	/* the ports in use at first */
+	for (i = 0; i < 16; i++) {
+		client_ask(fx, (uint16_t)i, "r.test", DNS_T_A);
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		for (k = 0; k < nfirst && first[k] != u.from.sin_port; k++)
+			;
+		if (k == nfirst)
+			first[nfirst++] = u.from.sin_port;
+		upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+		assert_true(client_answer(fx, &resp));
+	}
+	assert_true(nfirst >= 2);
+	/* after a minute (more than any socket's age), none is used again;
+	 * a new random port may meet an old one by chance (p ~ 0.2 %) */
+	fx->now += 60001;
+	same = 0;
+	for (i = 0; i < 16; i++) {
+		client_ask(fx, (uint16_t)i, "r.test", DNS_T_A);
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		for (k = 0; k < nfirst; k++)
+			same += first[k] == u.from.sin_port;
+		upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+		assert_true(client_answer(fx, &resp));
+	}
+	assert_true(same <= 2);
+	/* after many questions, not one of the ports of the start is left */
+	nfirst = 0;
+	for (i = 0; i < 16; i++) {
+		client_ask(fx, (uint16_t)i, "r.test", DNS_T_A);
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		for (k = 0; k < nfirst && first[k] != u.from.sin_port; k++)
+			;
+		if (k == nfirst)
+			first[nfirst++] = u.from.sin_port;
+		upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+		assert_true(client_answer(fx, &resp));
+	}
+	for (i = 0; i < 9 * 4096; i++) {
+		client_ask(fx, (uint16_t)i, "r.test", DNS_T_A);
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+		assert_true(client_answer(fx, &resp));
+		assert_int_equal(resp.id, (uint16_t)i);
+	}
+	same = 0;
+	for (i = 0; i < 16; i++) {
+		client_ask(fx, (uint16_t)i, "r.test", DNS_T_A);
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		for (k = 0; k < nfirst; k++)
+			same += first[k] == u.from.sin_port;
+		upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+		assert_true(client_answer(fx, &resp));
+	}
+	assert_true(same <= 2);
+	assert_int_equal(stats(fx).mismatched, 0);
+}
+
+/* Over TCP: a length-prefixed query gets a length-prefixed answer. */
+static void
+test_tcp(void **state)
+{
+	struct fixture *fx = *state;
+	struct sockaddr_in to = { .sin_family = AF_INET,
+	    .sin_port = htons(RES_PORT), .sin_addr.s_addr = addr("127.0.0.1") };
+	struct dns_response resp;
+	struct upq u;
+	uint8_t msg[512], in[1024];
+	size_t have = 0;
+	ssize_t n;
+	int fd, len;
+
+	NEED_ENV(state);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd != -1);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	len = dns_write_query(msg + 2, sizeof(msg) - 2, 0x7777, "t.test",
+	    DNS_T_A, 1);
+	assert_true(len > 0);
+	msg[0] = (uint8_t)(len >> 8);
+	msg[1] = (uint8_t)len;
+	assert_int_equal(write(fd, msg, (size_t)len + 2), len + 2);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.3");
+	while (have < 2 || have < 2 + (size_t)(in[0] << 8 | in[1])) {
+		assert_true(turn_until(fx, fd, WAIT_MS));
+		n = read(fd, in + have, sizeof(in) - have);
+		assert_true(n > 0);
+		have += (size_t)n;
+	}
+	assert_int_equal(dns_parse_response(in + 2, have - 2, &resp),
+	    DNS_PARSE_OK);
+	assert_a(&resp, 0x7777, "192.0.2.3");
+	assert_int_equal(stats(fx).tcp_conns, 1);
+	close(fd);
+}
+
+/*
+ * A reload replaces the upstreams: new questions go to the new list, one
+ * in flight is not answered by an upstream no longer listed in its place
+ * and moves on to the new list's next entry.
+ */
+static void
+test_set_upstreams(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u0, u1, u4;
+	uint32_t ups[DNS_UPSTREAM_MAX + 1];
+	int up4;
+
+	NEED_ENV(state);
+	up4 = udp_bound("127.0.0.4", 53);
+	client_ask(fx, 1, "before.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	ups[0] = addr("127.0.0.4");
+	ups[1] = addr(UP1);
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups, 2), 0);
+	/* the old first upstream's answer is no longer taken */
+	upstream_reply(fx->up[0], &u0, u0.q.id, NULL, 0, "203.0.113.66");
+	turn(fx, ABSENT_MS);
+	assert_int_equal(fx->ndone, 0);
+	assert_int_equal(stats(fx).mismatched, 1);
+	/* a new question goes to the new first upstream */
+	client_ask(fx, 2, "after.test", DNS_T_A);
+	assert_true(upstream_get(fx, up4, &u4, WAIT_MS));
+	assert_string_equal(u4.q.qname, "after.test");
+	assert_false(upstream_get(fx, fx->up[0], &u0, ABSENT_MS));
+	upstream_reply(up4, &u4, u4.q.id, NULL, 0, "192.0.2.4");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 2, "192.0.2.4");
+	/* the one in flight times out and asks the new second upstream */
+	fx->now += DNS_UPSTREAM_TRY_MS;
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	assert_string_equal(u1.q.qname, "before.test");
+	upstream_reply(fx->up[1], &u1, u1.q.id, NULL, 0, "192.0.2.5");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 1, "192.0.2.5");
+
+	/* too many: refused, nothing changed */
+	memset(ups, 0, sizeof(ups));
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups,
+	    DNS_UPSTREAM_MAX + 1), -1);
+	assert_int_equal(errno, EINVAL);
+	/* none: a question in flight and a new one both get SERVFAIL */
+	client_ask(fx, 3, "orphan.test", DNS_T_A);
+	assert_true(upstream_get(fx, up4, &u4, WAIT_MS));
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups, 0), 0);
+	upstream_reply(up4, &u4, u4.q.id, NULL, 0, "203.0.113.66");
+	client_ask(fx, 4, "none.test", DNS_T_A);
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.id, 4);
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	fx->now += DNS_UPSTREAM_TRY_MS;
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.id, 3);
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	close(up4);
+}
+
+/* Closing with questions in flight ends each with done(-1). */
+static void
+test_close_in_flight(void **state)
+{
+	struct fixture *fx = *state;
+	struct upq u;
+
+	NEED_ENV(state);
+	client_ask(fx, 5, "pending.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	assert_int_equal(fx->ndone, 0);
+	dns_resolver_close(fx->r);
+	fx->r = NULL;
+	assert_int_equal(fx->ndone, 1);
+	assert_int_equal(fx->done[0].rcode, -1);
+	assert_string_equal(fx->done[0].name, "pending.test");
+}
+
+#define T(f)	cmocka_unit_test_setup_teardown(f, fixture_setup, \
+		    fixture_teardown)
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_forward),
+		T(test_forged),
+		T(test_timeouts),
+		T(test_icmp_unreachable),
+		T(test_many_in_flight),
+		T(test_rotation),
+		T(test_tcp),
+		T(test_set_upstreams),
+		T(test_close_in_flight),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}

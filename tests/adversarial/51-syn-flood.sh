@@ -46,7 +46,10 @@ qstat() {
 }
 # Packets that hit the NFQUEUE rules of the sandbox chain.
 qrule() {
-	ip netns exec "$TB_NETNS_GW" iptables -w -t filter -L sluice-sandbox -v -x -n |
+	# the IPv4 queue rules, and the IPv6 one (sandboxes' IPv6 housekeeping
+	# is queued to be dropped too, and takes ids from the same queue)
+	{ ip netns exec "$TB_NETNS_GW" iptables -w -t filter -L sluice-sandbox -v -x -n
+	  ip netns exec "$TB_NETNS_GW" ip6tables -w -t raw -L PREROUTING -v -x -n; } |
 	    awk '/NFQUEUE/ { n += $1 } END { print n + 0 }'
 }
 spackets() {

@@ -30,7 +30,8 @@
 int
 gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 {
-	char rules[6144], rules6[512], target[64];
+	char rules[8192], rules6[512], target[64];
+	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
 	    "iptables-restore", "-w", "5", NULL };
 	char *argv6[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
@@ -46,7 +47,7 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	else
 		snprintf(target, sizeof(target), "--queue-num %u", q);
 
-	snprintf(rules, sizeof(rules),
+	n = snprintf(rules, sizeof(rules),
 	    "*mangle\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
 	    ":INPUT ACCEPT [0:0]\n"
@@ -113,7 +114,16 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp -j REJECT --reject-with tcp-reset\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j REJECT --reject-with icmp-admin-prohibited\n"
 	    /* under inspection: every client packet (this chain sees only
-	     * the sandbox's side, the original direction) */
+	     * the sandbox's side, the original direction) but a TLS flow's
+	     * bare ACKs: no IP options (IHL 5), total length exactly the
+	     * headers' (no byte of payload), flags exactly ACK, for the two
+	     * TCP header lengths clients send (no options, timestamps).
+	     * They carry nothing to read, and the handshake's last ACK is
+	     * one of three trips through sluiced per TLS connection. Not
+	     * on port 80: an HTTP connection's ACKs tell sluiced it is
+	     * still in use (inspect.c forgets it after 120 s idle). */
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\" -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\" -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -j DROP\n"
@@ -127,6 +137,8 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
 	    GW_MARK_DENY, m,
+	    GW_MARK_INSPECT, m,
+	    GW_MARK_INSPECT, m,
 	    GW_MARK_INSPECT, m, target,
 	    m, target);
 	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a
@@ -134,7 +146,7 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	 * logs the attempt (ipv6.c) and drops it. The gateway has no IPv6
 	 * address on sandbox links: it answers nothing, neighbour
 	 * solicitations and router advertisements included. */
-	snprintf(rules6, sizeof(rules6),
+	n6 = snprintf(rules6, sizeof(rules6),
 	    "*raw\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
 	    ":OUTPUT ACCEPT [0:0]\n"
@@ -147,6 +159,12 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A INPUT -i lo -j ACCEPT\n"
 	    "-A OUTPUT -o lo -j ACCEPT\n"
 	    "COMMIT\n", target);
+	/* a cut ruleset would load without its last rules: never */
+	if (n < 0 || (size_t)n >= sizeof(rules) || n6 < 0 ||
+	    (size_t)n6 >= sizeof(rules6)) {
+		snprintf(err, errlen, "ruleset too long for its buffer");
+		return -1;
+	}
 	if (gw_run(argv, rules, err, errlen) == -1)
 		return -1;
 	if (gw_run(argv6, rules6, err, errlen) == -1)

@@ -98,4 +98,9 @@ tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND 
 tb_assert_eq "$(q "SELECT reason FROM flows WHERE proto = 'udp' AND dst_port = 443")" "quic" "UDP 443: quic"
 tb_assert_match "$(q "SELECT app FROM flows WHERE sni = 'a.test' AND verdict = 'allow' LIMIT 1")" "TLS" \
     "nDPI names the protocol"
+# the handshakes' bare ACKs took the kernel's path, not the queue: every
+# payload above went through sluiced (the far side got nothing denied)
+acks=$(ip netns exec "$TB_NETNS_GW" iptables -L sluice-sandbox -v -x -n |
+    awk '/u32/ && /ACCEPT/ { n += $1 } END { print n + 0 }')
+tb_check "bare ACKs of held TLS flows passed in the kernel ($acks)" [ "$acks" -gt 0 ]
 tb_done

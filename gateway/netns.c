@@ -19,6 +19,7 @@
 
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/nl.h"
 
 /*
  * Runs argv[0] (looked up in PATH) with input (may be NULL) on its stdin and
@@ -859,6 +860,25 @@ gw_gateway_destroy(struct gw *gw)
 {
 	char err[512];
 
+	if (gw->cfg.uplink_netns == NULL) {
+		char peer[IF_NAMESIZE];
+		struct gw_nl *nl;
+		uint32_t idx;
+
+		/* the host end of the uplink would go with the namespace,
+		 * but only once the kernel gets round to freeing it: delete
+		 * it now, from the host's side (the calling thread's) */
+		host_peer_name(&gw->cfg, peer, sizeof(peer));
+		if ((nl = gw_nl_open(err, sizeof(err))) == NULL) {
+			log_warnx("uplink %s: %s", peer, err);
+		} else {
+			if (gw_nl_link_index(nl, peer, &idx, err,
+			    sizeof(err)) == 0 && gw_nl_link_del(nl, idx, err,
+			    sizeof(err)) == -1)
+				log_warnx("uplink %s: %s", peer, err);
+			gw_nl_close(nl);
+		}
+	}
 	/* without its name and with no process inside, the kernel frees the
 	 * namespace */
 	if (gw_netns_exists(gw->cfg.netns) &&
@@ -869,7 +889,7 @@ gw_gateway_destroy(struct gw *gw)
 		    GW_HOST_UPLINK_ADDR;
 		char peer[IF_NAMESIZE], gwip[INET_ADDRSTRLEN];
 
-		/* the host end went with the namespace; the rules stay */
+		/* the host's rules */
 		host_peer_name(&gw->cfg, peer, sizeof(peer));
 		cidr_ip(gwaddr, gwip, sizeof(gwip));
 		host_rules(&gw->cfg, peer, false, gwip);

@@ -23,6 +23,43 @@
 
 static gid_t ctl_gid;
 
+/*
+ * A non-blocking unix stream socket listening at path (shorter than
+ * sun_path; the caller checked). A socket file left by a killed daemon is
+ * replaced, one that still answers is not. Returns the fd or -1 with err.
+ */
+int
+gw_unix_listen(const char *path, int backlog, char *err, size_t errlen)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		snprintf(err, errlen, "%s: path too long", path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	/* stale if nobody answers */
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		snprintf(err, errlen, "%s: another sluiced is listening", path);
+		close(fd);
+		return -1;
+	}
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    listen(fd, backlog) == -1) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int
 gw_control_open(struct gw *gw, char *err, size_t errlen)
 {
@@ -51,25 +88,8 @@ gw_control_open(struct gw *gw, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd == -1) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+	if ((fd = gw_unix_listen(path, 64, err, errlen)) == -1)
 		return -1;
-	}
-	/* A socket file left by a killed daemon is stale if nobody answers. */
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-		snprintf(err, errlen, "%s: another sluiced is listening", path);
-		close(fd);
-		return -1;
-	}
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    listen(fd, 64) == -1) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
 	if (chown(path, 0, ctl_gid) == -1 || chmod(path, 0660) == -1)
 		log_warn("%s: permissions", path);
 	gw->ctl_fd = fd;

@@ -326,6 +326,7 @@ void gw_dns_close(struct gw *gw);
 
 /* control.c */
 int gw_control_open(struct gw *gw, char *err, size_t errlen);
+int gw_unix_listen(const char *path, int backlog, char *err, size_t errlen);
 void gw_control_accept(struct gw *gw, uint64_t now_ms);
 /* clients being served: their descriptors, their I/O, their deadlines */
 size_t gw_control_pollfds(struct pollfd *pfd, size_t max);

@@ -951,25 +951,8 @@ listen_unix(struct gw_metrics *m, const char *path, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd == -1) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+	if ((fd = gw_unix_listen(path, 16, err, errlen)) == -1)
 		return -1;
-	}
-	/* a socket file left by a killed daemon is stale if nobody answers */
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-		snprintf(err, errlen, "%s: another sluiced is listening", path);
-		close(fd);
-		return -1;
-	}
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    listen(fd, 16) == -1) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
 	/*
 	 * Read-only counters with no names or addresses in them: whoever
 	 * may enter the directory may read them (the directory's mode is the

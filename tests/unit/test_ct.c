@@ -27,6 +27,8 @@
 #include <linux/netfilter/nf_conntrack_tcp.h>
 #include <cmocka.h>
 
+#include "tests/unit/testns.h"
+
 #include "nfq/nfq.h"
 #include "nfq/ct_int.h"
 
@@ -490,24 +492,6 @@ write_file(const char *path, const char *value)
 }
 
 static int
-loopback_up(void)
-{
-	struct ifreq ifr;
-	int fd, ret = -1;
-
-	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
-		return -1;
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP;
-		ret = ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
-	return ret;
-}
-
-static int
 group_setup(void **state)
 {
 	static char *const rules[][20] = {
@@ -542,7 +526,7 @@ group_setup(void **state)
 		env_skip = "unshare(CLONE_NEWNET) failed";
 		return 0;
 	}
-	if (loopback_up() == -1) {
+	if (testns_loopback_up() == -1) {
 		env_skip = "cannot bring up lo in the new namespace";
 		return 0;
 	}

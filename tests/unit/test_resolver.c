@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
+#include "tests/unit/testns.h"
+
 #include "dns/dns.h"
 
 /*
@@ -59,24 +61,6 @@ struct fixture {
 };
 
 static int
-loopback_up(void)
-{
-	struct ifreq ifr;
-	int fd, ret = -1;
-
-	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
-		return -1;
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP;
-		ret = ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
-	return ret;
-}
-
-static int
 group_setup(void **state)
 {
 	(void)state;
@@ -84,7 +68,7 @@ group_setup(void **state)
 		env_skip = "needs root (a network namespace)";
 	else if (unshare(CLONE_NEWNET) == -1)
 		env_skip = "unshare(CLONE_NEWNET) failed";
-	else if (loopback_up() == -1)
+	else if (testns_loopback_up() == -1)
 		env_skip = "cannot bring up lo in the new namespace";
 	return 0;
 }

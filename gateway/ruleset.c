@@ -48,6 +48,19 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 		snprintf(target, sizeof(target), "--queue-num %u", q);
 
 	n = snprintf(rules, sizeof(rules),
+	    /* DNS over UDP to the gateway's own resolver is not tracked:
+	     * a conntrack entry per query (made, timed out, its destroy
+	     * event read by sluiced) is work for nothing, since the INPUT
+	     * rule below admits every such datagram from a sandbox veth and
+	     * the resolver logs each query itself. Only to the gateway's own
+	     * addresses: DNS to any other resolver is a flow like any other,
+	     * tracked, queued and denied (dns_bypass). */
+	    "*raw\n"
+	    ":PREROUTING ACCEPT [0:0]\n"
+	    ":OUTPUT ACCEPT [0:0]\n"
+	    "-A PREROUTING -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -m addrtype --dst-type LOCAL -j CT --notrack\n"
+	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p udp --sport 53 -j CT --notrack\n"
+	    "COMMIT\n"
 	    "*mangle\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
 	    ":INPUT ACCEPT [0:0]\n"

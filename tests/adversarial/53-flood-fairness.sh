@@ -295,6 +295,11 @@ echo "DNS flood: $dsent queries in ${dsecs}s; answers NOERROR $noerror, NXDOMAIN
 read -r bok bn bslow < "$TB_DIR/quiet2.out"
 echo "b during the DNS flood: $bok of $bn queries for db.test answered (slowest ${bslow} ms)"
 tb_assert_eq "$bok" 40 "all 40 of b's queries were answered with db.test's address"
+# queries to the gateway's resolver take no conntrack entry: a flood of
+# them cannot fill the table every sandbox's flows need
+ct53=$(ip netns exec "$TB_NETNS_GW" conntrack -L -p udp --dport 53 2>/dev/null |
+    grep -c "dst=10\.")
+tb_assert_eq "$ct53" 0 "the DNS flood left no conntrack entry for the resolver"
 settle
 rb1=$(rcvbuf_errors)
 

@@ -121,10 +121,18 @@ try denied "UDP to 203.0.113.66:9999 (attacker)" \
     "$TB_PY" -c "$UDP_PROBE" 203.0.113.66 9999
 try denied "ping 203.0.113.66 (attacker)" \
     ping -c 1 -W 2 203.0.113.66
-# The gateway's own resolver arrives with the DNS issue; until then DNS,
-# like all UDP, is denied and logged, and no query leaves the gateway.
-try denied "DNS a.test via the gateway (no resolver yet)" \
-    dig +short +time=2 +tries=1 @"${gw:-10.213.0.1}" a.test
+# The gateway's own resolver: allowed names are forwarded and answered
+# (and their addresses bound for this sandbox), others get NXDOMAIN
+# without leaving the gateway.
+try allowed "DNS a.test via the gateway's resolver" \
+    bash -c "out=\$(dig +short +time=2 +tries=1 @${gw:-10.213.0.1} a.test) &&
+        echo \$out && [ -n \"\$out\" ]"
+try denied "DNS evil.test via the gateway: NXDOMAIN" \
+    bash -c "out=\$(dig +time=2 +tries=1 @${gw:-10.213.0.1} evil.test) || exit 1;
+        printf '%s\n' \"\$out\" | grep -o 'status: [A-Z]*';
+        printf '%s\n' \"\$out\" | grep -q 'status: NOERROR'"
+try allowed "https://a.test/ by name, resolved by the gateway" \
+    "${CURL[@]}" --cacert "$TB_CA" https://a.test/
 try denied "DNS to 198.51.100.53 directly, evil.test" \
     bash -c "out=\$(dig +time=2 +tries=1 @198.51.100.53 evil.test) || exit 1;
         printf '%s\n' \"\$out\" | grep -o 'status: [A-Z]*';
@@ -139,6 +147,13 @@ if [ -e "$TB_DIR/flows.db" ]; then
 	     FROM flow_log" 2>&1 | sed 's/^/  /'
 else
 	echo "  (no database at $TB_DIR/flows.db)"
+fi
+
+say "The DNS log (view dns_log)"
+if [ -e "$TB_DIR/flows.db" ]; then
+	sqlite3 -box -cmd ".timeout 2000" "$TB_DIR/flows.db" \
+	    "SELECT id, time, qname, qtype, rcode, verdict, reason, answers
+	     FROM dns_log" 2>&1 | sed 's/^/  /'
 fi
 
 say "What the upstream DNS server (198.51.100.53) was asked"

@@ -27,10 +27,50 @@
 #include "gateway/gw.h"
 #include "gateway/log.h"
 
-int
-gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
+/*
+ * Two rules sets are optimisations, not part of the boundary, and use
+ * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32); without them
+ * the ruleset is loaded without these and the traffic takes the queue.
+ *
+ * DNS over UDP to the gateway's own resolver is not tracked: a conntrack
+ * entry per query (made, timed out, its destroy event read by sluiced) is
+ * work for nothing, since the INPUT rule admits every such datagram from a
+ * sandbox veth and the resolver logs each query itself, and a sandbox
+ * sending from many ports could fill the table every sandbox needs. Only
+ * to the gateway's own addresses: DNS to any other resolver is a flow like
+ * any other, tracked, queued and denied (dns_bypass).
+ */
+static const char raw_dns[] =
+    "*raw\n"
+    ":PREROUTING ACCEPT [0:0]\n"
+    ":OUTPUT ACCEPT [0:0]\n"
+    "-A PREROUTING -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -m addrtype --dst-type LOCAL -j CT --notrack\n"
+    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p udp --sport 53 -j CT --notrack\n"
+    "COMMIT\n";
+
+/*
+ * A TLS flow under inspection sends its bare ACKs past the queue: no IP
+ * options (IHL 5), total length exactly the headers' (no byte of payload),
+ * flags exactly ACK, for the two TCP header lengths clients send (no
+ * options, timestamps). They carry nothing to read, and the handshake's
+ * last ACK was one of three trips through sluiced per TLS connection. Not
+ * on port 80: an HTTP connection's ACKs tell sluiced it is still in use
+ * (inspect.c forgets it after 120 s idle).
+ */
+static void
+bare_acks(char *buf, size_t len)
 {
-	char rules[8192], rules6[512], target[64];
+	snprintf(buf, len,
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\" -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\" -j ACCEPT\n",
+	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK);
+}
+
+static int
+ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
+{
+	char rules[8192], rules6[512], target[64], acks[512];
+	const char *raw = extras ? raw_dns : "";
 	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
 	    "iptables-restore", "-w", "5", NULL };
@@ -46,21 +86,12 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 		    "--queue-balance %u:%u --queue-cpu-fanout", q, q + nq - 1);
 	else
 		snprintf(target, sizeof(target), "--queue-num %u", q);
+	acks[0] = '\0';
+	if (extras)
+		bare_acks(acks, sizeof(acks));
 
 	n = snprintf(rules, sizeof(rules),
-	    /* DNS over UDP to the gateway's own resolver is not tracked:
-	     * a conntrack entry per query (made, timed out, its destroy
-	     * event read by sluiced) is work for nothing, since the INPUT
-	     * rule below admits every such datagram from a sandbox veth and
-	     * the resolver logs each query itself. Only to the gateway's own
-	     * addresses: DNS to any other resolver is a flow like any other,
-	     * tracked, queued and denied (dns_bypass). */
-	    "*raw\n"
-	    ":PREROUTING ACCEPT [0:0]\n"
-	    ":OUTPUT ACCEPT [0:0]\n"
-	    "-A PREROUTING -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -m addrtype --dst-type LOCAL -j CT --notrack\n"
-	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p udp --sport 53 -j CT --notrack\n"
-	    "COMMIT\n"
+	    "%s"
 	    "*mangle\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
 	    ":INPUT ACCEPT [0:0]\n"
@@ -127,21 +158,14 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp -j REJECT --reject-with tcp-reset\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j REJECT --reject-with icmp-admin-prohibited\n"
 	    /* under inspection: every client packet (this chain sees only
-	     * the sandbox's side, the original direction) but a TLS flow's
-	     * bare ACKs: no IP options (IHL 5), total length exactly the
-	     * headers' (no byte of payload), flags exactly ACK, for the two
-	     * TCP header lengths clients send (no options, timestamps).
-	     * They carry nothing to read, and the handshake's last ACK is
-	     * one of three trips through sluiced per TLS connection. Not
-	     * on port 80: an HTTP connection's ACKs tell sluiced it is
-	     * still in use (inspect.c forgets it after 120 s idle). */
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\" -j ACCEPT\n"
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\" -j ACCEPT\n"
+	     * the sandbox's side, the original direction), but for the bare
+	     * ACKs above */
+	    "%s"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
-	    m, m,
+	    raw, m, m,
 	    m, m, m,
 	    m, m, m,
 	    GW_MARK_ALLOW, m,
@@ -150,8 +174,7 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
 	    GW_MARK_DENY, m,
-	    GW_MARK_INSPECT, m,
-	    GW_MARK_INSPECT, m,
+	    acks,
 	    GW_MARK_INSPECT, m, target,
 	    m, target);
 	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a
@@ -182,6 +205,19 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 		return -1;
 	if (gw_run(argv6, rules6, err, errlen) == -1)
 		return -1;
+	return 0;
+}
+
+int
+gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
+{
+	if (ruleset_load(gw, true, err, errlen) == -1) {
+		log_warnx("ruleset: %s; loading it without the bare-ACK and "
+		    "DNS-notrack rules (xt_u32, xt_addrtype, xt_CT): those "
+		    "packets take the queue and conntrack instead", err);
+		if (ruleset_load(gw, false, err, errlen) == -1)
+			return -1;
+	}
 
 	/* Conntrack is in use in the namespace now: its sysctls exist. */
 	if (gw_netns_enter(gw->gw_nsfd) == -1)

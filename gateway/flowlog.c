@@ -22,11 +22,32 @@ copy(char *dst, size_t len, const char *src)
 }
 
 /*
- * Queues the row. Returns -1 when the log cannot take it: the caller then
- * denies (a flow that cannot be logged is not let through). Rows queued
- * are counted by verdict and reason (metrics.h), so the counters equal the
- * rows the database gets; refused ones are counted as lost by the store.
+ * What every row has, from the sandbox and the decision; then queues it.
+ * Returns -1 when the log cannot take it: the caller then denies (a flow
+ * that cannot be logged is not let through). Rows queued are counted by
+ * verdict and reason (metrics.h), so the counters equal the rows the
+ * database gets; refused ones are counted as lost by the store.
  */
+static int
+put_row(struct gw *gw, const struct gw_sandbox *sb, struct store_flow *f,
+    const struct gw_decision *d)
+{
+	f->ts_us = store_now_us();
+	if (sb != NULL) {
+		copy(f->sandbox, sizeof(f->sandbox), sb->name);
+		copy(f->policy_sha256, sizeof(f->policy_sha256),
+		    sb->policy->sha256);
+	}
+	f->verdict = gw_verdict_name(d->verdict);
+	f->reason = gw_reason_name(d->reason);
+	copy(f->rule, sizeof(f->rule), d->rule);
+	copy(f->name, sizeof(f->name), d->name);
+	if (store_put_flow(gw->store, f) == -1)
+		return -1;
+	gw_metrics_flow(gw->metrics, d->verdict, d->reason);
+	return 0;
+}
+
 int
 gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple *t, const struct gw_decision *d,
@@ -36,20 +57,11 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 	bool ports = t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
 
 	memset(&f, 0, sizeof(f));
-	f.ts_us = store_now_us();
-	if (sb != NULL) {
-		copy(f.sandbox, sizeof(f.sandbox), sb->name);
-		copy(f.policy_sha256, sizeof(f.policy_sha256), sb->policy->sha256);
-	}
 	f.proto = nfq_proto_name(t->proto);
 	ip_str(t->saddr, f.src_ip, sizeof(f.src_ip));
 	ip_str(t->daddr, f.dst_ip, sizeof(f.dst_ip));
 	f.src_port = ports ? t->sport : -1;
 	f.dst_port = ports ? t->dport : -1;
-	f.verdict = gw_verdict_name(d->verdict);
-	f.reason = gw_reason_name(d->reason);
-	copy(f.rule, sizeof(f.rule), d->rule);
-	copy(f.name, sizeof(f.name), d->name);
 	if (x != NULL) {
 		copy(f.sni, sizeof(f.sni), x->sni);
 		copy(f.tls_version, sizeof(f.tls_version), x->tls_version);
@@ -59,8 +71,22 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 		copy(f.http_path, sizeof(f.http_path), x->http_path);
 		copy(f.app, sizeof(f.app), x->app);
 	}
-	if (store_put_flow(gw->store, &f) == -1)
-		return -1;
-	gw_metrics_flow(gw->metrics, d->verdict, d->reason);
-	return 0;
+	return put_row(gw, sb, &f, d);
+}
+
+/* The row of an IPv6 attempt (ipv6.c): addresses as text, nothing read. */
+int
+gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_tuple6 *t, const struct gw_decision *d)
+{
+	struct store_flow f;
+	bool ports = t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP;
+
+	memset(&f, 0, sizeof(f));
+	f.proto = nfq_proto_name(t->proto);
+	inet_ntop(AF_INET6, t->saddr, f.src_ip, sizeof(f.src_ip));
+	inet_ntop(AF_INET6, t->daddr, f.dst_ip, sizeof(f.dst_ip));
+	f.src_port = ports ? t->sport : -1;
+	f.dst_port = ports ? t->dport : -1;
+	return put_row(gw, sb, &f, d);
 }

@@ -277,6 +277,8 @@ struct gw_flow_extra {
 int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple *t, const struct gw_decision *d,
     const struct gw_flow_extra *extra);
+int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_tuple6 *t, const struct gw_decision *d);
 
 /* inspect.c. gw_inspect_start: 0, or -1 with errno ENOSPC (the hold
  * table is full), EBUSY (the sandbox holds --limit-holds flows already)

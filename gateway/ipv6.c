@@ -14,9 +14,8 @@
  * table: its entries carry verdicts that are reused, and a folded IPv6
  * address must never find an IPv4 flow's allow.
  */
-#include <arpa/inet.h>
-#include <linux/netfilter.h>
 #include <netinet/in.h>
+#include <linux/netfilter.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,8 +64,7 @@ gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 	struct gw_sandbox *sb;
 	struct nfq_tuple6 t;
 	struct nfq_flow_key key;
-	struct store_flow f;
-	bool ports;
+	struct gw_decision d = { GW_DENY, GW_R_IPV6, NULL, NULL, "" };
 
 	if (nfq_packet6_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK) {
 		gw->pkt_errors++;
@@ -93,30 +91,12 @@ gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 		gw->limited_flows++;
 		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
 	}
-	ports = t.proto == IPPROTO_TCP || t.proto == IPPROTO_UDP;
-	memset(&f, 0, sizeof(f));
-	f.ts_us = store_now_us();
-	if (sb != NULL) {
-		snprintf(f.sandbox, sizeof(f.sandbox), "%s", sb->name);
-		snprintf(f.policy_sha256, sizeof(f.policy_sha256), "%s",
-		    sb->policy->sha256);
-	}
-	f.proto = nfq_proto_name(t.proto);
-	inet_ntop(AF_INET6, t.saddr, f.src_ip, sizeof(f.src_ip));
-	inet_ntop(AF_INET6, t.daddr, f.dst_ip, sizeof(f.dst_ip));
-	f.src_port = ports ? t.sport : -1;
-	f.dst_port = ports ? t.dport : -1;
 	/* never carried, audit mode or not */
-	f.verdict = gw_verdict_name(GW_DENY);
-	f.reason = gw_reason_name(sb != NULL ? GW_R_IPV6 :
-	    GW_R_UNKNOWN_SANDBOX);
-	if (store_put_flow(gw->store, &f) == -1)
+	d.reason = sb != NULL ? GW_R_IPV6 : GW_R_UNKNOWN_SANDBOX;
+	if (gw_log_flow6(gw, sb, &t, &d) == -1)
 		gw->denied_unlogged++;
-	else
-		gw_metrics_flow(gw->metrics, GW_DENY, sb != NULL ? GW_R_IPV6 :
-		    GW_R_UNKNOWN_SANDBOX);
-	log_debug("ipv6 from %s: %s -> %s (%s) dropped",
-	    sb != NULL ? sb->name : "?", f.src_ip, f.dst_ip, f.proto);
+	log_debug("ipv6 from %s: %s (%s) dropped", sb != NULL ? sb->name : "?",
+	    gw_reason_name(d.reason), nfq_proto_name(t.proto));
 	return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
 }
 

@@ -34,7 +34,7 @@ now_ms(void)
  * anything that goes wrong on the way ends in a denial.
  */
 static int
-decide_packet(struct gw *gw, const struct nfq_packet *pkt)
+decide_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 {
 	struct gw_sandbox *sb;
 	struct nfq_tuple t;
@@ -42,7 +42,6 @@ decide_packet(struct gw *gw, const struct nfq_packet *pkt)
 	struct nfq_flow *fl;
 	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, NULL, "" };
 	enum nfq_parse_error pe;
-	uint64_t now = now_ms();
 	int kind;
 	uint32_t verdict, mark;
 	bool limited = false, logged = true;
@@ -185,14 +184,17 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 {
 	struct gw *gw = arg;
 	struct timespec t0, t1;
+	uint64_t now;
 	int rc;
 
+	/* one clock read serves the decision and the histogram */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	now = (uint64_t)t0.tv_sec * 1000 + (uint64_t)t0.tv_nsec / 1000000;
 	if (pkt->len > 0 && pkt->payload[0] >> 4 == 6) {
 		gw->pkts++;
-		rc = gw_ipv6_packet(gw, pkt, now_ms());
+		rc = gw_ipv6_packet(gw, pkt, now);
 	} else {
-		rc = decide_packet(gw, pkt);
+		rc = decide_packet(gw, pkt, now);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	gw_metrics_verdict_latency(gw->metrics,

@@ -70,48 +70,13 @@ counters() {	# counters SUFFIX: sets qd, ud, seq, rule, pk with SUFFIX
 #              fast as possible for 3 s
 # OUT gets "sent_to_4444 sent_to_5555 send_errors seconds".
 flood() {
-	tb_in a "$TB_PY" - "$addr_a" "$TB_ADDR_ATK" "$1" "$2" <<'EOF'
-import random, socket, struct, sys, time
-src, dst, mode, path = sys.argv[1:5]
-s_ip, d_ip = socket.inet_aton(src), socket.inet_aton(dst)
-def csum(b):
-    n = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while n >> 16:
-        n = (n & 0xFFFF) + (n >> 16)
-    return ~n & 0xFFFF
-def syn(sport, dport):
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, random.getrandbits(32), 0,
-                      5 << 4, 0x02, 64240, 0, 0)
-    c = csum(s_ip + d_ip + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
-    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, sport, 0, 64, 6, 0, s_ip, d_ip)
-    return ip + tcp, dport
-if mode == "burst":
-    pkts = [syn(10000 + i, 4444 if i % 4 == 0 else 5555) for i in range(20000)]
-else:
-    pkts = [syn(p, 5555) for p in range(1024, 65536)]
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-sent, errors, t0 = {4444: 0, 5555: 0}, 0, time.time()
-def send(batch):
-    global errors
-    for p, dport in batch:
-        try:
-            s.sendto(p, (dst, 0))
-            sent[dport] += 1
-        except OSError:
-            errors += 1
-if mode == "burst":
-    for b in range(0, len(pkts), 1000):
-        send(pkts[b:b + 1000])
-        time.sleep(0.25)
-else:
-    i = 0
-    while time.time() - t0 < 3:
-        send(pkts[i:i + 256])
-        i = (i + 256) % len(pkts)
-with open(path, "w") as f:
-    f.write("%d %d %d %.2f\n" % (sent[4444], sent[5555], errors, time.time() - t0))
-EOF
+	if [ "$1" = burst ]; then
+		tb_in a "$TB_PY" "$TB_LIB/synflood.py" "$addr_a" "$TB_ADDR_ATK" "$2" \
+		    --sport 10000 --count 20000 --allow-every 4 --batch 1000 --sleep 0.25
+	else
+		tb_in a "$TB_PY" "$TB_LIB/synflood.py" "$addr_a" "$TB_ADDR_ATK" "$2" \
+		    --sport 1024 --count 64512 --allow-every 0 --batch 256 --cycle 3
+	fi
 }
 
 # quiet_run N OUT: in the background ($quiet), sandbox b starts N

@@ -118,41 +118,11 @@ read -r qd0 ud0 <<< "$(qstat)"
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
 quiet_conns 50 50 "$TB_DIR/quiet1.json"
 sleep 0.1
-tb_in a "$TB_PY" - "$addr_a" "$TB_ADDR_ATK" "$TB_DIR/flood1.out" <<'EOF'
-import random, socket, struct, sys, time
-src, dst, path = sys.argv[1:4]
-s_ip, d_ip = socket.inet_aton(src), socket.inet_aton(dst)
-def csum(b):
-    n = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while n >> 16:
-        n = (n & 0xFFFF) + (n >> 16)
-    return ~n & 0xFFFF
-def syn(sport, dport):
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, random.getrandbits(32), 0,
-                      5 << 4, 0x02, 64240, 0, 0)
-    c = csum(s_ip + d_ip + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
-    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, sport, 0, 64, 6, 0, s_ip, d_ip)
-    return ip + tcp, dport
 # every SYN a new 5-tuple: source ports 2000-31999, below the ephemeral
-# ports of the probes that connect for real
-pkts = [syn(2000 + i, 4444 if i % 4 == 0 else 5555) for i in range(30000)]
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-sent, errors, t0 = {4444: 0, 5555: 0}, 0, time.time()
-for b in range(0, len(pkts), 300):
-    for p, dport in pkts[b:b + 300]:
-        try:
-            s.sendto(p, (dst, 0))
-            sent[dport] += 1
-        except OSError:
-            errors += 1
-    # 300 every 30 ms: about 10,000 a second
-    lag = t0 + (b // 300 + 1) * 0.03 - time.time()
-    if lag > 0:
-        time.sleep(lag)
-with open(path, "w") as f:
-    f.write("%d %d %d %.2f\n" % (sent[4444], sent[5555], errors, time.time() - t0))
-EOF
+# ports of the probes that connect for real; 300 every 30 ms, about
+# 10,000 a second
+tb_in a "$TB_PY" "$TB_LIB/synflood.py" "$addr_a" "$TB_ADDR_ATK" "$TB_DIR/flood1.out" \
+    --sport 2000 --count 30000 --allow-every 4 --batch 300 --period 0.03
 read -r sent_allow sent_deny send_errors secs < "$TB_DIR/flood1.out"
 sent=$((sent_allow + sent_deny))
 wait "$quiet"

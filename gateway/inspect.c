@@ -49,12 +49,16 @@ struct hold {
 	size_t			 ncap;
 	char			 admitted[DNS_NAME_MAX + 1];	/* its Host */
 	int			 next;		/* hash chain, -1 ends */
+	int			 upos;		/* its place in used_ix */
 };
 
 struct gw_holds {
 	struct hold		 h[GW_HOLD_MAX];
 	int			 bucket[GW_HOLD_MAX * 2];
 	int			 free_ix[GW_HOLD_MAX];	/* unused slots, a stack */
+	int			 used_ix[GW_HOLD_MAX];	/* slots in use, [0, n):
+						 * the timers walk these, not
+						 * the whole table */
 	size_t			 n;			/* slots in use */
 	uint64_t		 seed;
 };
@@ -116,6 +120,7 @@ hold_free(struct gw *gw, struct hold *h)
 	int *pp = &hs->bucket[key_hash(hs, &h->key)];
 	int me = (int)(h - hs->h);
 	struct gw_sandbox *sb;
+	int last;
 
 	while (*pp != -1 && *pp != me)
 		pp = &hs->h[*pp].next;
@@ -129,6 +134,10 @@ hold_free(struct gw *gw, struct hold *h)
 	if ((sb = gw_sandbox_by_ifindex(gw, h->key.ifindex)) != NULL &&
 	    sb->holds > 0)
 		sb->holds--;
+	/* the last slot in use takes its place in the list */
+	last = hs->used_ix[hs->n - 1];
+	hs->used_ix[h->upos] = last;
+	hs->h[last].upos = h->upos;
 	memset(h, 0, sizeof(*h));
 	hs->n--;
 	hs->free_ix[GW_HOLD_MAX - 1 - hs->n] = me;
@@ -160,16 +169,10 @@ gw_inspect_init(struct gw *gw)
 void
 gw_inspect_free(struct gw *gw)
 {
-	size_t i;
-
-	/* counts of rate-limited attempts not yet summarised are written
-	 * before the log closes */
-	gw_limits_expire(gw, 0, true);
 	if (gw->holds == NULL)
 		return;
-	for (i = 0; i < GW_HOLD_MAX; i++)
-		if (gw->holds->h[i].used)
-			hold_free(gw, &gw->holds->h[i]);
+	while (gw->holds->n > 0)
+		hold_free(gw, &gw->holds->h[gw->holds->used_ix[0]]);
 	free(gw->holds);
 	gw->holds = NULL;
 	nfq_classifier_free(gw->classifier);
@@ -620,7 +623,8 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	b = key_hash(hs, &key);
 	h->next = hs->bucket[b];
 	hs->bucket[b] = (int)i;
-	hs->n++;
+	h->upos = (int)hs->n;
+	hs->used_ix[hs->n++] = (int)i;
 	classify(gw, h, pkt, now);
 
 	if (t->l4_len == 0) {
@@ -735,23 +739,18 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 int
 gw_inspect_timeout(struct gw *gw, uint64_t now)
 {
+	const struct gw_holds *hs = gw->holds;
 	uint64_t next = UINT64_MAX;
-	size_t i;
-	int lt;
+	size_t k;
 
-	for (i = 0; i < GW_HOLD_MAX; i++) {
-		const struct hold *h = &gw->holds->h[i];
+	for (k = 0; k < hs->n; k++) {
+		const struct hold *h = &hs->h[hs->used_ix[k]];
 
-		if (!h->used)
-			continue;
 		if (h->deadline != 0 && h->deadline < next)
 			next = h->deadline;
 		if (h->last_ms + GW_HOLD_SILENT_MS < next)
 			next = h->last_ms + GW_HOLD_SILENT_MS;
 	}
-	/* the summary rows of rate-limited attempts ride on this timer */
-	if ((lt = gw_limits_timeout(gw, now)) >= 0 && now + (uint64_t)lt < next)
-		next = now + (uint64_t)lt;
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -760,15 +759,15 @@ gw_inspect_timeout(struct gw *gw, uint64_t now)
 void
 gw_inspect_expire(struct gw *gw, uint64_t now)
 {
-	size_t i;
+	struct gw_holds *hs = gw->holds;
+	size_t k;
 
-	gw_limits_expire(gw, now, false);
-	for (i = 0; i < GW_HOLD_MAX; i++) {
-		struct hold *h = &gw->holds->h[i];
+	/* backwards: freeing one moves the last (already seen) into its
+	 * place */
+	for (k = hs->n; k-- > 0; ) {
+		struct hold *h = &hs->h[hs->used_ix[k]];
 		struct gw_sandbox *sb;
 
-		if (!h->used)
-			continue;
 		sb = gw_sandbox_by_ifindex(gw, h->key.ifindex);
 		if (h->deadline != 0 && h->deadline <= now && h->nids > 0) {
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
@@ -789,15 +788,15 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 void
 gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
 {
-	size_t i;
+	size_t k;
 
 	gw_limits_forget(gw, ifindex);
 	if (gw->holds == NULL)
 		return;
-	for (i = 0; i < GW_HOLD_MAX; i++) {
-		struct hold *h = &gw->holds->h[i];
+	for (k = gw->holds->n; k-- > 0; ) {
+		struct hold *h = &gw->holds->h[gw->holds->used_ix[k]];
 
-		if (h->used && h->key.ifindex == ifindex) {
+		if (h->key.ifindex == ifindex) {
 			if (h->nids > 0)
 				(void)verdict_held(h, h->nids, NF_DROP, false,
 				    0);

@@ -427,7 +427,7 @@ main(int argc, char **argv)
 		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16 +
 		    GW_METRICS_POLLFDS];
 		size_t ndns, nctl, nmet;
-		int timeout, itimeout, ctimeout, mtimeout;
+		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
 
 		/* with --queue-balance the workers read the queues, and the
 		 * state they share is this loop's only outside poll() */
@@ -447,6 +447,10 @@ main(int argc, char **argv)
 		itimeout = gw_inspect_timeout(&gw, now_ms());
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
 			timeout = itimeout;
+		/* the summary rows of rate-limited attempts (limits.c) */
+		ltimeout = gw_limits_timeout(&gw, now_ms());
+		if (ltimeout >= 0 && (timeout < 0 || ltimeout < timeout))
+			timeout = ltimeout;
 		ctimeout = gw_control_timeout(now_ms());
 		if (ctimeout >= 0 && (timeout < 0 || ctimeout < timeout))
 			timeout = ctimeout;
@@ -466,6 +470,7 @@ main(int argc, char **argv)
 		}
 		dns_resolver_process(gw.resolver, pfd + 4, ndns, now_ms());
 		gw_inspect_expire(&gw, now_ms());
+		gw_limits_expire(&gw, now_ms(), false);
 		if (pfd[3].revents & POLLIN)
 			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
 		store_watch(&gw);
@@ -500,6 +505,9 @@ main(int argc, char **argv)
 	gw.metrics = NULL;
 	nfq_ct_close(gw.ct);
 	gw_capture_close(gw.capture);
+	/* counts of rate-limited attempts not yet summarised are written
+	 * before the log closes */
+	gw_limits_expire(&gw, 0, true);
 	gw_inspect_free(&gw);
 	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);

@@ -144,10 +144,14 @@ s_before() {
 	SB_DEPTH_MAX=0
 }
 
-# s_sample: while a load runs, the writer's queue depth (max kept).
+# s_sample: while a load runs, the writer's queue depth (max kept). It
+# runs only during S's loads, so it must cost next to nothing: one
+# `sluice status` (C) and a sed, no interpreter (a python3 start every
+# 250 ms took a tenth of a CPU from S alone and put milliseconds on its
+# latency tail that B1 and P did not carry).
 s_sample() {
 	local d
-	d=$(st_get "$(bn_status)" store.depth)
+	d=$(bn_status | sed -n 's/.*"depth": *\([0-9]*\).*/\1/p')
 	[ "${d:-0}" -gt "$SB_DEPTH_MAX" ] && SB_DEPTH_MAX=$d
 }
 
@@ -208,7 +212,8 @@ conn() {
 	fi
 	ip netns exec "$ns" "$CONNBENCH" "${args[@]}" > "$TB_DIR/cb.out" 2>"$TB_DIR/cb.err" &
 	pid=$!
-	if [ "$cfg" = S ]; then
+	# the latency runs (a fixed rate) are not sampled at all
+	if [ "$cfg" = S ] && [ "$rate" = 0 ]; then
 		while kill -0 "$pid" 2>/dev/null; do
 			s_sample
 			sleep 0.25

@@ -427,7 +427,9 @@ test_dns(void **state)
 		p = popen(cmd, "r");
 		assert_non_null(p);
 		while (fgets(line, sizeof(line), p) != NULL)
-			if (strstr(line, "4660+ A? a.test.") != NULL)
+			/* "4660+ [1au] A? a.test.": the OPT record shows */
+			if (strstr(line, " 4660+ ") != NULL &&
+			    strstr(line, " A? a.test. ") != NULL)
 				found++;
 		pclose(p);
 		assert_int_equal(found, 1);

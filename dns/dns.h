@@ -193,6 +193,43 @@ size_t dns_bindings_count(const struct dns_bindings *b);
 size_t dns_bindings_count_sandbox(const struct dns_bindings *b,
     uint32_t sandbox);
 
+/* ---- the answer cache (cache.c) ---------------------------------------- */
+
+/*
+ * Upstream answers by (normalised name, type, class), kept for their
+ * smallest TTL (at most DNS_CACHE_TTL_MAX seconds) and handed out with
+ * their TTLs counted down. Positive answers only (NOERROR with records);
+ * bounded in entries, the least recently used one goes first. Not
+ * thread-safe: the resolver's.
+ */
+#define DNS_CACHE_MAX		1000000	/* entries */
+#define DNS_CACHE_TTL_MAX	3600	/* seconds */
+
+struct dns_cache;
+
+struct dns_cache_stats {
+	uint64_t	hits, misses, stored, expired, evicted;
+	size_t		entries, capacity;
+};
+
+/* NULL with errno EINVAL (0 or above DNS_CACHE_MAX entries) or ENOMEM. */
+struct dns_cache *dns_cache_new(size_t entries);
+void dns_cache_free(struct dns_cache *c);	/* NULL-safe */
+
+/* Fills out (its records, their TTLs less the entry's age) and returns
+ * true if a live answer to (name, qtype, qclass) is kept at now_ms. */
+bool dns_cache_get(struct dns_cache *c, const char *name, uint16_t qtype,
+    uint16_t qclass, uint64_t now_ms, struct dns_response *out);
+
+/* Keeps r as the answer to (name, qtype, qclass) if it may be kept (a
+ * positive answer whose TTLs are not 0, and whose records fit an entry);
+ * returns whether it was. */
+bool dns_cache_put(struct dns_cache *c, const char *name, uint16_t qtype,
+    uint16_t qclass, uint64_t now_ms, const struct dns_response *r);
+
+void dns_cache_flush(struct dns_cache *c);
+void dns_cache_stats(const struct dns_cache *c, struct dns_cache_stats *out);
+
 /* ---- the resolver (resolver.c): sockets, upstreams, timeouts ---------- */
 
 /*
@@ -259,6 +296,8 @@ struct dns_resolver_ops {
 struct dns_resolver_stats {
 	uint64_t	queries, answered, forwarded, upstream_timeouts;
 	uint64_t	malformed, dropped, mismatched, tcp_conns;
+	uint64_t	cache_hits;	/* answered from the cache */
+	size_t		cache_entries, cache_capacity;	/* 0, 0: no cache */
 };
 
 struct dns_resolver;
@@ -298,5 +337,14 @@ void dns_resolver_close(struct dns_resolver *r);
  */
 int dns_resolver_set_upstreams(struct dns_resolver *r,
     const uint32_t *upstreams, size_t nupstreams);
+
+/*
+ * Keeps up to entries upstream answers (dns_cache) and answers repeated
+ * questions from them; 0 keeps none. Whatever was kept is forgotten,
+ * also when the upstreams change. A hit still goes through ops->response
+ * and ops->done like an upstream's answer. Returns -1 (ENOMEM, EINVAL)
+ * and keeps the cache it had if a new one cannot be made.
+ */
+int dns_resolver_set_cache(struct dns_resolver *r, size_t entries);
 
 #endif

@@ -137,6 +137,7 @@ struct dns_resolver {
 	size_t				 rnd_off;
 	uint16_t			 by_id[65536];	/* upstream id -> slot + 1 */
 	struct dns_response		 resp;		/* one parsed response */
+	struct dns_cache		*cache;		/* NULL: none */
 	struct dns_request		 scratch;	/* a query being handled */
 	uint8_t				 buf[65536];	/* build */
 };
@@ -629,6 +630,10 @@ upstream_answer(struct dns_resolver *r, int s, const struct sockaddr_in *from,
 		r->st.mismatched++;
 		return;
 	}
+	/* kept as the upstream said it, before a sandbox's policy edits it */
+	if (r->cache != NULL)
+		dns_cache_put(r->cache, p->req.name, p->req.q.qtype,
+		    p->req.q.qclass, r->now, &r->resp);
 	rcode = r->resp.rcode;
 	r->ops->response(r->arg, &p->req, &r->resp, &rcode);
 	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0,
@@ -759,6 +764,16 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 	}
 	if (act == DNS_ANSWER || !req->name_ok) {
 		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
+		return;
+	}
+	if (r->cache != NULL && dns_cache_get(r->cache, req->name,
+	    req->q.qtype, req->q.qclass, r->now, &r->resp)) {
+		/* answered as the upstream did, through the same policy */
+		r->st.cache_hits++;
+		rcode = r->resp.rcode;
+		r->ops->response(r->arg, req, &r->resp, &rcode);
+		reply(r, req, conn, gen, (int)rcode, NULL, 0, r->resp.rr,
+		    r->resp.nrr);
 		return;
 	}
 	if (r->nup == 0 || (p = pending_get(r)) == NULL) {
@@ -1055,7 +1070,14 @@ dns_resolver_timeout(const struct dns_resolver *r, uint64_t now_ms)
 void
 dns_resolver_stats(const struct dns_resolver *r, struct dns_resolver_stats *out)
 {
+	struct dns_cache_stats cs;
+
 	*out = r->st;
+	if (r->cache != NULL) {
+		dns_cache_stats(r->cache, &cs);
+		out->cache_entries = cs.entries;
+		out->cache_capacity = cs.capacity;
+	}
 }
 
 void
@@ -1082,6 +1104,7 @@ dns_resolver_close(struct dns_resolver *r)
 	free(r->rx.buf);
 	free(r->pend);
 	free(r->conns);
+	dns_cache_free(r->cache);
 	free(r);
 }
 
@@ -1096,6 +1119,10 @@ dns_resolver_set_upstreams(struct dns_resolver *r, const uint32_t *upstreams,
 		errno = EINVAL;
 		return -1;
 	}
+	/* what the old upstreams said is not what the new ones would */
+	if (r->cache != NULL && (nupstreams != r->nup ||
+	    memcmp(r->up, upstreams, nupstreams * sizeof(*upstreams)) != 0))
+		dns_cache_flush(r->cache);
 	memcpy(r->up, upstreams, nupstreams * sizeof(*upstreams));
 	r->nup = nupstreams;
 	/* a socket connected to an upstream no longer in its place takes no
@@ -1109,5 +1136,17 @@ dns_resolver_set_upstreams(struct dns_resolver *r, const uint32_t *upstreams,
 		if (u->npending == 0)
 			upsock_close(u);
 	}
+	return 0;
+}
+
+int
+dns_resolver_set_cache(struct dns_resolver *r, size_t entries)
+{
+	struct dns_cache *c = NULL;
+
+	if (entries > 0 && (c = dns_cache_new(entries)) == NULL)
+		return -1;
+	dns_cache_free(r->cache);
+	r->cache = c;
 	return 0;
 }

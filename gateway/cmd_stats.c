@@ -150,8 +150,11 @@ print_human(const json_t *r)
 	print_reasons(json_object_get(flows, "by_reason"));
 	printf("%-17s ", "dns queries");
 	print_verdicts(json_object_get(dns, "queries"));
-	printf("; %ju forwarded, %ju upstream timeouts, %ju bindings\n",
+	printf("; %ju forwarded, %ju from the cache (%ju kept), "
+	    "%ju upstream timeouts, %ju bindings\n",
 	    (uintmax_t)num(dns, "forwarded"),
+	    (uintmax_t)num(dns, "cache_hits"),
+	    (uintmax_t)num(dns, "cache_entries"),
 	    (uintmax_t)num(dns, "upstream_timeouts"),
 	    (uintmax_t)num(dns, "bindings"));
 	printf("%-17s %ju verdicts", "verdict latency", (uintmax_t)count);

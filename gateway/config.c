@@ -18,7 +18,7 @@ enum {
 	OPT_HELP, OPT_VERSION, OPT_DNS_TTL_MIN, OPT_DNS_TTL_MAX, OPT_DNS_GRACE,
 	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
-	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE,
+	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
 };
 
 static const struct option long_opts[] = {
@@ -37,6 +37,7 @@ static const struct option long_opts[] = {
 	{ "dns-ttl-min",	required_argument, NULL, OPT_DNS_TTL_MIN },
 	{ "dns-ttl-max",	required_argument, NULL, OPT_DNS_TTL_MAX },
 	{ "dns-grace",		required_argument, NULL, OPT_DNS_GRACE },
+	{ "dns-cache",		required_argument, NULL, OPT_DNS_CACHE },
 	{ "retain-days",	required_argument, NULL, OPT_RETAIN_DAYS },
 	{ "capture-denied",	required_argument, NULL, OPT_CAPTURE_DENIED },
 	{ "metrics-socket",	required_argument, NULL, OPT_METRICS_SOCKET },
@@ -78,6 +79,9 @@ static const char usage_text[] =
 "  --dns-ttl-min S    a DNS binding lasts at least S seconds (default 30)\n"
 "  --dns-ttl-max S    ... at most S seconds; answers' TTLs are capped (default 600)\n"
 "  --dns-grace S      added to each binding's lifetime (default 10)\n"
+"  --dns-cache N      keep up to N upstream answers for their TTL, shared by\n"
+"                     all sandboxes, each still under its own policy\n"
+"                     (default 4096; 0: ask upstream every time)\n"
 "  --retain-days N    purge log rows older than N days (default 0: keep all)\n"
 "  --capture-denied DIR  write denied flows' first packets to DIR/SANDBOX.pcap\n"
 "  --metrics-socket PATH  serve Prometheus metrics (HTTP GET /metrics) on a\n"
@@ -146,6 +150,8 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		return parse_uint(name, val, 86400, &cfg->dns_ttl_max);
 	case OPT_DNS_GRACE:
 		return parse_uint(name, val, 3600, &cfg->dns_grace);
+	case OPT_DNS_CACHE:
+		return parse_uint(name, val, DNS_CACHE_MAX, &cfg->dns_cache);
 	case OPT_CAPTURE_DENIED:
 		cfg->capture_denied = val;
 		break;
@@ -247,7 +253,7 @@ load_config_file(struct gw_config *cfg, const char *path)
 		    o->val == OPT_RETAIN_DAYS || o->val == OPT_LIMIT_CONN_RATE ||
 		    o->val == OPT_LIMIT_CONN_BURST || o->val == OPT_LIMIT_DNS_RATE ||
 		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
-		    o->val == OPT_QUEUE_BALANCE)) {
+		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",
@@ -289,6 +295,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->dns_ttl_min = 30;
 	cfg->dns_ttl_max = 600;
 	cfg->dns_grace = 10;
+	cfg->dns_cache = GW_DNS_CACHE;
 	cfg->limit_conn_rate = GW_LIMIT_CONN_RATE;
 	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
 	cfg->limit_holds = GW_HOLD_PER_SANDBOX;

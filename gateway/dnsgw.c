@@ -36,6 +36,18 @@ note_of(struct dns_request *req)
 	return (struct note *)(void *)req->user.bytes;
 }
 
+/* src into dst (size bytes), cut short if need be, always terminated:
+ * a query's row copies a dozen strings, and snprintf("%s") was a tenth of
+ * the resolver's own time. */
+static void
+scopy(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 static uint64_t
 now_ms(void)
 {
@@ -52,7 +64,13 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	struct note *n = note_of(req);
 	struct gw_dns_decision dd;
 
-	memset(n, 0, sizeof(*n));
+	/* field by field: the note is a kilobyte and a half */
+	n->sb = NULL;
+	n->slot = 0;
+	n->reason = NULL;
+	n->rule[0] = n->answers[0] = n->stripped[0] = '\0';
+	n->sandbox[0] = n->sha256[0] = '\0';
+	n->unlogged = false;
 	n->verdict = "deny";
 	n->sb = gw_sandbox_by_ifindex(gw, req->ifindex);
 	if (n->sb == NULL) {
@@ -61,8 +79,8 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 		return DNS_ANSWER;
 	}
 	n->slot = n->sb->slot;
-	snprintf(n->sandbox, sizeof(n->sandbox), "%s", n->sb->name);
-	snprintf(n->sha256, sizeof(n->sha256), "%s", n->sb->policy->sha256);
+	scopy(n->sandbox, sizeof(n->sandbox), n->sb->name);
+	scopy(n->sha256, sizeof(n->sha256), n->sb->policy->sha256);
 	if (!gw_limit_dns(gw, n->sb, now_ms())) {
 		/* over the sandbox's rate: refused before anything else,
 		 * so that a flood costs little; logged only in part */
@@ -87,7 +105,7 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	n->verdict = dd.verdict;
 	n->reason = dd.reason;
 	if (dd.rule != NULL)
-		snprintf(n->rule, sizeof(n->rule), "%s", dd.rule);
+		scopy(n->rule, sizeof(n->rule), dd.rule);
 	if (dd.action == GW_DNS_FORWARD)
 		return DNS_FORWARD;
 	*rcode = dd.rcode;
@@ -147,15 +165,16 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 	char tbuf[16], rbuf[16];
 	struct in_addr a = { .s_addr = req->src_addr };
 
-	memset(&d, 0, sizeof(d));
+	/* every field is set below (no memset: the row is 1.4 KB) */
 	d.ts_us = store_now_us();
-	snprintf(d.sandbox, sizeof(d.sandbox), "%s", n->sandbox);
+	scopy(d.sandbox, sizeof(d.sandbox), n->sandbox);
 	d.proto = req->tcp ? "tcp" : "udp";
 	inet_ntop(AF_INET, &a, d.src_ip, sizeof(d.src_ip));
 	d.src_port = req->src_port;
+	d.qname[0] = d.qtype[0] = '\0';
 	if (req->perr == DNS_PARSE_OK) {
-		snprintf(d.qname, sizeof(d.qname), "%s", req->q.qname);
-		snprintf(d.qtype, sizeof(d.qtype), "%s",
+		scopy(d.qname, sizeof(d.qname), req->q.qname);
+		scopy(d.qtype, sizeof(d.qtype),
 		    dns_type_str(req->q.qtype, tbuf, sizeof(tbuf)));
 	}
 	d.rcode = rcode < 0 ? "" : dns_rcode_str((unsigned)rcode, rbuf, sizeof(rbuf));
@@ -164,10 +183,10 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 		d.rcode = "OTHER";
 	d.verdict = n->verdict ? n->verdict : "deny";
 	d.reason = n->reason ? n->reason : "malformed";
-	snprintf(d.rule, sizeof(d.rule), "%s", n->rule);
-	snprintf(d.answers, sizeof(d.answers), "%s", n->answers);
-	snprintf(d.stripped, sizeof(d.stripped), "%s", n->stripped);
-	snprintf(d.policy_sha256, sizeof(d.policy_sha256), "%s", n->sha256);
+	scopy(d.rule, sizeof(d.rule), n->rule);
+	scopy(d.answers, sizeof(d.answers), n->answers);
+	scopy(d.stripped, sizeof(d.stripped), n->stripped);
+	scopy(d.policy_sha256, sizeof(d.policy_sha256), n->sha256);
 	gw_metrics_dns(gw->metrics, d.verdict);
 	/* a rate-limited query past its second's rows has none: it is
 	 * counted in the summary row instead (limits.c) */
@@ -219,7 +238,15 @@ gw_dns_open(struct gw *gw, char *err, size_t errlen)
 	 * there): the sandbox is told apart by its ingress interface */
 	gw->resolver = dns_resolver_open(htonl(INADDR_ANY), 53, up, gw->cfg.ndns,
 	    &ops, gw, err, errlen);
-	return gw->resolver ? 0 : -1;
+	if (gw->resolver == NULL)
+		return -1;
+	if (dns_resolver_set_cache(gw->resolver, gw->cfg.dns_cache) == -1) {
+		snprintf(err, errlen, "--dns-cache %u: %s", gw->cfg.dns_cache,
+		    strerror(errno));
+		gw_dns_close(gw);
+		return -1;
+	}
+	return 0;
 }
 
 void

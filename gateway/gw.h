@@ -80,6 +80,10 @@
  * second, and one sandbox at the limit takes about a tenth of what the
  * verdict path can decide. A burst of 0 means twice the rate.
  */
+/* Upstream answers the resolver keeps (dns/cache.c): a kilobyte and a
+ * name each at most, about 5 MiB when full. */
+#define GW_DNS_CACHE		4096
+
 #define GW_LIMIT_CONN_RATE	2000
 #define GW_LIMIT_DNS_RATE	2000
 /* Rows for what a bound denies: the first GW_LIMIT_LOG_ROWS each second
@@ -109,6 +113,7 @@ struct gw_config {
 	unsigned	 dns_ttl_min;	/* seconds a binding lasts at least */
 	unsigned	 dns_ttl_max;	/* ... at most (answers' TTLs are capped too) */
 	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
+	unsigned	 dns_cache;	/* upstream answers kept; 0: none */
 	unsigned	 retain_days;	/* 0: keep every row */
 	const char	*capture_denied;	/* pcap directory, or NULL */
 	const char	*metrics_socket;	/* exposition on a unix socket, or NULL */

@@ -385,6 +385,12 @@ gw_metrics_render(const struct gw_metrics *m,
 		    m != NULL ? get(&m->dns[verdict_order[i]]) : 0);
 	one(&t, "sluice_dns_forwarded_total", "counter",
 	    "DNS queries forwarded to an upstream resolver.", st->dns.forwarded);
+	one(&t, "sluice_dns_cache_hits_total", "counter",
+	    "DNS queries answered from the resolver's cache (after the "
+	    "sandbox's policy allowed them).", st->dns.cache_hits);
+	one(&t, "sluice_dns_cache_entries", "gauge",
+	    "Upstream answers the resolver's cache holds now.",
+	    (uint64_t)st->dns.cache_entries);
 	one(&t, "sluice_dns_upstream_timeouts_total", "counter",
 	    "Forwarded DNS queries no upstream answered in time.",
 	    st->dns.upstream_timeouts);
@@ -537,9 +543,12 @@ gw_metrics_json(const struct gw_metrics *m, const struct gw_metrics_state *st)
 	json_object_set_new(o, "sandboxes", json_integer((json_int_t)st->sandboxes));
 	json_object_set_new(o, "flows", flows);
 	flows = NULL;
-	json_object_set_new(o, "dns", json_pack("{s:o, s:I, s:I, s:I, s:I, s:I}",
+	json_object_set_new(o, "dns", json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, "
+	    "s:I, s:I}",
 	    "queries", dnsq, "bindings", (json_int_t)st->bindings,
 	    "forwarded", (json_int_t)st->dns.forwarded,
+	    "cache_hits", (json_int_t)st->dns.cache_hits,
+	    "cache_entries", (json_int_t)st->dns.cache_entries,
 	    "upstream_timeouts", (json_int_t)st->dns.upstream_timeouts,
 	    "malformed", (json_int_t)st->dns.malformed,
 	    "dropped", (json_int_t)st->dns.dropped));

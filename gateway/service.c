@@ -361,6 +361,7 @@ static const struct config_key config_keys[] = {
 	UINT("dns-ttl-min", dns_ttl_min, true),
 	UINT("dns-ttl-max", dns_ttl_max, true),
 	UINT("dns-grace", dns_grace, true),
+	UINT("dns-cache", dns_cache, true),
 	UINT("retain-days", retain_days, true),
 	STR("capture-denied", capture_denied, true),
 	UINT("limit-conn-rate", limit_conn_rate, true),
@@ -703,6 +704,13 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 	gw->cfg.dns_ttl_min = nc.dns_ttl_min;
 	gw->cfg.dns_ttl_max = nc.dns_ttl_max;
 	gw->cfg.dns_grace = nc.dns_grace;
+	if (nc.dns_cache != gw->cfg.dns_cache) {
+		if (dns_resolver_set_cache(gw->resolver, nc.dns_cache) == 0)
+			gw->cfg.dns_cache = nc.dns_cache;
+		else
+			log_warn("reload: dns-cache %u (%u stays)",
+			    nc.dns_cache, gw->cfg.dns_cache);
+	}
 	gw->cfg.limit_conn_rate = nc.limit_conn_rate;
 	gw->cfg.limit_conn_burst = nc.limit_conn_burst;
 	gw->cfg.limit_dns_rate = nc.limit_dns_rate;

@@ -192,11 +192,13 @@ pack(uint8_t *blob, const struct dns_rr *rr, size_t nrr)
 	for (i = 0; i < nrr; i++) {
 		const struct dns_rr *x = &rr[i];
 
+		if (x->type != DNS_T_A && x->type != DNS_T_AAAA &&
+		    x->type != DNS_T_CNAME)
+			return 0;
 		need = 2 + 4 + 1 + strlen(x->name) + 1 +
 		    (x->type == DNS_T_A ? 4 : x->type == DNS_T_AAAA ? 16 :
 		    strlen(x->data.cname));
-		if (off + need > BLOB_MAX || (x->type != DNS_T_A &&
-		    x->type != DNS_T_AAAA && x->type != DNS_T_CNAME))
+		if (off + need > BLOB_MAX)
 			return 0;
 		blob[off++] = (uint8_t)(x->type >> 8);
 		blob[off++] = (uint8_t)x->type;
@@ -281,6 +283,7 @@ dns_cache_put(struct dns_cache *c, const char *name, uint16_t qtype,
     uint16_t qclass, uint64_t now_ms, const struct dns_response *r)
 {
 	uint32_t h = hash_of(name, qtype, qclass), ttl = UINT32_MAX;
+	uint8_t blob[BLOB_MAX];
 	struct centry *x;
 	size_t len, i;
 	int k;
@@ -295,6 +298,10 @@ dns_cache_put(struct dns_cache *c, const char *name, uint16_t qtype,
 		ttl = DNS_CACHE_TTL_MAX;
 	if (ttl == 0)
 		return false;		/* not to be kept, says its owner */
+	/* packed before anything is dropped: an answer too large to keep
+	 * leaves the cache as it was, like any other that is not kept */
+	if ((len = pack(blob, r->rr, r->nrr)) == 0)
+		return false;
 	/* a newer answer replaces the old one */
 	if ((k = find(c, name, qtype, qclass, h)) != -1)
 		drop(c, k);
@@ -304,9 +311,8 @@ dns_cache_put(struct dns_cache *c, const char *name, uint16_t qtype,
 	}
 	k = c->free_head;
 	x = &c->e[k];
-	if ((len = pack(x->blob, r->rr, r->nrr)) == 0)
-		return false;		/* too large to keep; k stays free */
 	c->free_head = x->next;
+	memcpy(x->blob, blob, len);
 	strcpy(x->name, name);
 	x->qtype = qtype;
 	x->qclass = qclass;

@@ -58,7 +58,12 @@ struct fixture {
 	size_t			 ndone;
 	struct done_rec		 done[1024];
 	bool			 answer_locally;	/* query op: DNS_ANSWER */
+	size_t			 nresponse;	/* response op calls */
+	bool			 edit;		/* response op: drop the last
+						 * record, TTLs to EDIT_TTL */
 };
+
+#define EDIT_TTL	5
 
 static int
 group_setup(void **state)
@@ -117,10 +122,17 @@ op_response(void *arg, struct dns_request *req, struct dns_response *r,
     unsigned *rcode)
 {
 	struct fixture *fx = arg;
+	size_t i;
 
-	(void)fx;
+	fx->nresponse++;
 	/* remembered in the request's own room, as dnsgw does */
 	req->user.bytes[0] = r != NULL;
+	/* a policy that filters: what a sandbox is sent, never what is kept */
+	if (fx->edit && r != NULL && r->nrr > 0) {
+		r->nrr--;
+		for (i = 0; i < r->nrr; i++)
+			r->rr[i].ttl = EDIT_TTL;
+	}
 	(void)rcode;
 }
 
@@ -722,6 +734,466 @@ test_close_in_flight(void **state)
 	assert_string_equal(fx->done[0].name, "pending.test");
 }
 
+/* ---- the answer cache ----------------------------------------------- */
+
+static void
+set_a(struct dns_rr *rr, const char *name, uint32_t ttl, const char *a)
+{
+	memset(rr, 0, sizeof(*rr));
+	snprintf(rr->name, sizeof(rr->name), "%s", name);
+	rr->type = DNS_T_A;
+	rr->ttl = ttl;
+	assert_int_equal(inet_pton(AF_INET, a, rr->data.a), 1);
+}
+
+static void
+set_aaaa(struct dns_rr *rr, const char *name, uint32_t ttl, const char *a)
+{
+	memset(rr, 0, sizeof(*rr));
+	snprintf(rr->name, sizeof(rr->name), "%s", name);
+	rr->type = DNS_T_AAAA;
+	rr->ttl = ttl;
+	assert_int_equal(inet_pton(AF_INET6, a, rr->data.aaaa), 1);
+}
+
+static void
+set_cname(struct dns_rr *rr, const char *name, uint32_t ttl,
+    const char *target)
+{
+	memset(rr, 0, sizeof(*rr));
+	snprintf(rr->name, sizeof(rr->name), "%s", name);
+	rr->type = DNS_T_CNAME;
+	rr->ttl = ttl;
+	snprintf(rr->data.cname, sizeof(rr->data.cname), "%s", target);
+}
+
+/* Answers u from fd with rcode and the given records. */
+static void
+upstream_reply_rr(int fd, const struct upq *u, unsigned rcode,
+    const struct dns_rr *rr, size_t nrr)
+{
+	uint8_t out[2048];
+	int len;
+
+	len = dns_write_answer(out, sizeof(out), sizeof(out), &u->q, rcode,
+	    rr, nrr);
+	assert_true(len > 0);
+	assert_int_equal(sendto(fd, out, (size_t)len, 0,
+	    (const struct sockaddr *)&u->from, sizeof(u->from)), len);
+}
+
+/* A question that must reach upstream fd and is answered with rcode and
+ * rr; the client's answer in resp. */
+static void
+ask_upstream(struct fixture *fx, int fd, uint16_t id, const char *name,
+    uint16_t type, unsigned rcode, const struct dns_rr *rr, size_t nrr,
+    struct dns_response *resp)
+{
+	struct upq u;
+	char want[DNS_NAME_MAX + 1];
+	size_t i;
+
+	client_ask(fx, id, name, type);
+	if (!upstream_get(fx, fd, &u, WAIT_MS))
+		fail_msg("%s/%u: no question upstream", name, type);
+	for (i = 0; name[i] != '\0'; i++)
+		want[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ?
+		    name[i] - 'A' + 'a' : name[i]);
+	want[i] = '\0';
+	assert_string_equal(u.q.qname, want);
+	assert_int_equal(u.q.qtype, type);
+	upstream_reply_rr(fd, &u, rcode, rr, nrr);
+	assert_true(client_answer(fx, resp));
+	assert_int_equal(resp->id, id);
+	assert_int_equal(resp->rcode, rcode);
+}
+
+/* No question reached either upstream (the far side's sockets). */
+static void
+assert_upstreams_quiet(struct fixture *fx)
+{
+	struct upq u;
+
+	assert_false(upstream_get(fx, fx->up[0], &u, ABSENT_MS));
+	assert_false(upstream_get(fx, fx->up[1], &u, 0));
+}
+
+/* A question answered without asking upstream; the answer in resp. */
+static void
+ask_cached(struct fixture *fx, uint16_t id, const char *name, uint16_t type,
+    struct dns_response *resp)
+{
+	client_ask(fx, id, name, type);
+	if (!client_answer(fx, resp))
+		fail_msg("%s/%u: no answer", name, type);
+	assert_int_equal(resp->id, id);
+	assert_upstreams_quiet(fx);
+}
+
+/* got has want's records, each TTL less age. */
+static void
+assert_same_rr(const struct dns_response *got, const struct dns_rr *want,
+    size_t nwant, uint32_t age)
+{
+	size_t i;
+
+	assert_int_equal(got->rcode, DNS_R_NOERROR);
+	assert_int_equal(got->nrr, nwant);
+	for (i = 0; i < nwant; i++) {
+		const struct dns_rr *g = &got->rr[i], *w = &want[i];
+
+		/* case-blind: an owner equal to the question is written as a
+		 * pointer to it, in the asking client's spelling */
+		if (!dns_name_equal(g->name, w->name))
+			fail_msg("record %zu: owner %s, want %s", i, g->name,
+			    w->name);
+		assert_int_equal(g->type, w->type);
+		if (g->ttl != w->ttl - age)
+			fail_msg("record %zu: ttl %u, want %u - %u", i,
+			    (unsigned)g->ttl, (unsigned)w->ttl, (unsigned)age);
+		if (w->type == DNS_T_A)
+			assert_memory_equal(g->data.a, w->data.a, 4);
+		else if (w->type == DNS_T_AAAA)
+			assert_memory_equal(g->data.aaaa, w->data.aaaa, 16);
+		else
+			assert_string_equal(g->data.cname, w->data.cname);
+	}
+}
+
+/*
+ * With a cache, a repeated question is answered without asking upstream:
+ * the upstream sees one question, both clients the same records (the
+ * second with TTLs counted down), and both answers go through the ops.
+ */
+static void
+test_cache_hit(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response r1, r2;
+	struct dns_resolver_stats st;
+	struct dns_rr rr[3];
+	size_t i;
+
+	NEED_ENV(state);
+	st = stats(fx);
+	assert_int_equal(st.cache_capacity, 0);
+	assert_int_equal(st.cache_entries, 0);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	st = stats(fx);
+	assert_int_equal(st.cache_capacity, 16);
+	assert_int_equal(st.cache_entries, 0);
+	set_cname(&rr[0], "c.test", 300, "edge.c.test");
+	set_a(&rr[1], "edge.c.test", 300, "192.0.2.1");
+	set_a(&rr[2], "edge.c.test", 200, "192.0.2.2");
+	ask_upstream(fx, fx->up[0], 0x0101, "c.test", DNS_T_A, DNS_R_NOERROR,
+	    rr, 3, &r1);
+	assert_same_rr(&r1, rr, 3, 0);
+	assert_int_equal(stats(fx).cache_entries, 1);
+	fx->now += 2500;
+	ask_cached(fx, 0x0202, "c.test", DNS_T_A, &r2);
+	assert_string_equal(r2.qname, "c.test");
+	assert_int_equal(r2.qtype, DNS_T_A);
+	assert_same_rr(&r2, rr, 3, 2);
+	for (i = 0; i < 3; i++)
+		assert_true(r2.rr[i].ttl <= r1.rr[i].ttl);
+	st = stats(fx);
+	assert_int_equal(st.queries, 2);
+	assert_int_equal(st.forwarded, 1);
+	assert_int_equal(st.cache_hits, 1);
+	assert_int_equal(st.answered, 2);
+	assert_int_equal(st.cache_entries, 1);
+	assert_int_equal(st.cache_capacity, 16);
+	assert_int_equal(st.mismatched, 0);
+	/* both through the policy: response, then done */
+	assert_int_equal(fx->nresponse, 2);
+	assert_int_equal(fx->ndone, 2);
+	for (i = 0; i < 2; i++) {
+		assert_string_equal(fx->done[i].name, "c.test");
+		assert_int_equal(fx->done[i].rcode, DNS_R_NOERROR);
+		assert_true(fx->done[i].had_response);
+	}
+	/* over TCP too */
+	{
+		struct sockaddr_in to = { .sin_family = AF_INET,
+		    .sin_port = htons(RES_PORT),
+		    .sin_addr.s_addr = addr("127.0.0.1") };
+		uint8_t msg[512], in[2048];
+		struct dns_response r3;
+		size_t have = 0;
+		ssize_t n;
+		int fd, len;
+
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(fd != -1);
+		assert_int_equal(connect(fd, (struct sockaddr *)&to,
+		    sizeof(to)), 0);
+		len = dns_write_query(msg + 2, sizeof(msg) - 2, 0x0303,
+		    "c.test", DNS_T_A, 1);
+		assert_true(len > 0);
+		msg[0] = (uint8_t)(len >> 8);
+		msg[1] = (uint8_t)len;
+		assert_int_equal(write(fd, msg, (size_t)len + 2), len + 2);
+		while (have < 2 || have < 2 + (size_t)(in[0] << 8 | in[1])) {
+			assert_true(turn_until(fx, fd, WAIT_MS));
+			n = read(fd, in + have, sizeof(in) - have);
+			assert_true(n > 0);
+			have += (size_t)n;
+		}
+		assert_int_equal(dns_parse_response(in + 2, have - 2, &r3),
+		    DNS_PARSE_OK);
+		assert_int_equal(r3.id, 0x0303);
+		assert_same_rr(&r3, rr, 3, 2);
+		close(fd);
+	}
+	assert_upstreams_quiet(fx);
+	st = stats(fx);
+	assert_int_equal(st.cache_hits, 2);
+	assert_int_equal(st.forwarded, 1);
+	assert_int_equal(fx->nresponse, 3);
+	assert_int_equal(fx->ndone, 3);
+}
+
+/* The key is the normalised name with type and class: another type goes
+ * upstream, another spelling of the name does not. */
+static void
+test_cache_key(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_rr a, aaaa;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	set_a(&a, "a.test", 600, "192.0.2.60");
+	set_aaaa(&aaaa, "a.test", 600, "2001:db8::60");
+	ask_upstream(fx, fx->up[0], 1, "a.TeSt", DNS_T_A, DNS_R_NOERROR,
+	    &a, 1, &resp);
+	ask_upstream(fx, fx->up[0], 2, "a.test", DNS_T_AAAA, DNS_R_NOERROR,
+	    &aaaa, 1, &resp);
+	assert_same_rr(&resp, &aaaa, 1, 0);
+	assert_int_equal(stats(fx).cache_entries, 2);
+	fx->now += 1000;
+	ask_cached(fx, 3, "A.TEST", DNS_T_A, &resp);
+	/* the client's spelling is echoed, the records are the upstream's */
+	assert_string_equal(resp.qname, "A.TEST");
+	assert_same_rr(&resp, &a, 1, 1);
+	ask_cached(fx, 4, "a.test", DNS_T_AAAA, &resp);
+	assert_same_rr(&resp, &aaaa, 1, 1);
+	ask_cached(fx, 5, "a.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, &a, 1, 1);
+	/* another name is another question */
+	ask_upstream(fx, fx->up[0], 6, "b.test", DNS_T_A, DNS_R_NOERROR,
+	    &a, 1, &resp);
+	assert_int_equal(stats(fx).forwarded, 3);
+	assert_int_equal(stats(fx).cache_hits, 3);
+	assert_int_equal(stats(fx).cache_entries, 3);
+}
+
+/* Kept for the smallest TTL: at that moment the question goes upstream
+ * again, and the new answer is kept in turn. */
+static void
+test_cache_expiry(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_rr rr[2];
+	uint64_t t0;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	set_a(&rr[0], "x.test", 600, "192.0.2.1");
+	set_a(&rr[1], "x.test", 60, "192.0.2.2");
+	t0 = fx->now;
+	ask_upstream(fx, fx->up[0], 1, "x.test", DNS_T_A, DNS_R_NOERROR, rr, 2,
+	    &resp);
+	fx->now = t0 + 60000 - 1;
+	ask_cached(fx, 2, "x.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, rr, 2, 59);
+	fx->now = t0 + 60000;
+	set_a(&rr[1], "x.test", 60, "192.0.2.3");
+	ask_upstream(fx, fx->up[0], 3, "x.test", DNS_T_A, DNS_R_NOERROR, rr, 2,
+	    &resp);
+	assert_same_rr(&resp, rr, 2, 0);
+	fx->now += 30000;
+	ask_cached(fx, 4, "x.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, rr, 2, 30);
+	assert_int_equal(stats(fx).forwarded, 2);
+	assert_int_equal(stats(fx).cache_hits, 2);
+	assert_int_equal(stats(fx).cache_entries, 1);
+}
+
+/* Negative answers (NXDOMAIN, SERVFAIL, NOERROR without records) and a
+ * TTL of 0 are not kept: each question goes upstream. */
+static void
+test_cache_negative(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_rr rr;
+	int k;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	for (k = 0; k < 2; k++) {
+		ask_upstream(fx, fx->up[0], (uint16_t)(10 + k), "nx.test",
+		    DNS_T_A, DNS_R_NXDOMAIN, NULL, 0, &resp);
+		assert_int_equal(resp.nrr, 0);
+		ask_upstream(fx, fx->up[0], (uint16_t)(20 + k), "fail.test",
+		    DNS_T_A, DNS_R_SERVFAIL, NULL, 0, &resp);
+		ask_upstream(fx, fx->up[0], (uint16_t)(30 + k), "nodata.test",
+		    DNS_T_AAAA, DNS_R_NOERROR, NULL, 0, &resp);
+		assert_int_equal(resp.nrr, 0);
+		set_a(&rr, "zero.test", 0, "192.0.2.9");
+		ask_upstream(fx, fx->up[0], (uint16_t)(40 + k), "zero.test",
+		    DNS_T_A, DNS_R_NOERROR, &rr, 1, &resp);
+		assert_same_rr(&resp, &rr, 1, 0);
+	}
+	assert_int_equal(stats(fx).forwarded, 8);
+	assert_int_equal(stats(fx).cache_hits, 0);
+	assert_int_equal(stats(fx).cache_entries, 0);
+	assert_int_equal(fx->ndone, 8);
+	assert_int_equal(fx->done[0].rcode, DNS_R_NXDOMAIN);
+}
+
+/* A reload that keeps the upstreams keeps the cache; one that changes
+ * them forgets it. */
+static void
+test_cache_upstreams(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	uint32_t ups[DNS_UPSTREAM_MAX + 1];
+	struct dns_rr rr;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	set_a(&rr, "u.test", 300, "192.0.2.30");
+	ask_upstream(fx, fx->up[0], 1, "u.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	/* the same list */
+	ups[0] = addr(UP0);
+	ups[1] = addr(UP1);
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups, 2), 0);
+	assert_int_equal(stats(fx).cache_entries, 1);
+	ask_cached(fx, 2, "u.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, &rr, 1, 0);
+	/* a refused one changes nothing */
+	memset(ups + 2, 0, sizeof(ups) - 2 * sizeof(ups[0]));
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups,
+	    DNS_UPSTREAM_MAX + 1), -1);
+	assert_int_equal(stats(fx).cache_entries, 1);
+	ask_cached(fx, 3, "u.test", DNS_T_A, &resp);
+	/* the same upstreams in another order are another list */
+	ups[0] = addr(UP1);
+	ups[1] = addr(UP0);
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups, 2), 0);
+	assert_int_equal(stats(fx).cache_entries, 0);
+	assert_int_equal(stats(fx).cache_capacity, 16);
+	set_a(&rr, "u.test", 300, "192.0.2.31");
+	ask_upstream(fx, fx->up[1], 4, "u.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	assert_same_rr(&resp, &rr, 1, 0);
+	/* kept again, from the new upstream */
+	ask_cached(fx, 5, "u.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, &rr, 1, 0);
+	/* one upstream fewer */
+	assert_int_equal(dns_resolver_set_upstreams(fx->r, ups, 1), 0);
+	assert_int_equal(stats(fx).cache_entries, 0);
+	ask_upstream(fx, fx->up[1], 6, "u.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	assert_int_equal(stats(fx).forwarded, 3);
+	assert_int_equal(stats(fx).cache_hits, 3);
+}
+
+/* set_cache replaces the cache (forgetting what was kept); 0 turns it
+ * off; a size refused keeps the cache there was. */
+static void
+test_cache_set(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_resolver_stats st;
+	struct dns_rr rr;
+
+	NEED_ENV(state);
+	set_a(&rr, "s.test", 300, "192.0.2.40");
+	/* none by default */
+	ask_upstream(fx, fx->up[0], 1, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	ask_upstream(fx, fx->up[0], 2, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	ask_upstream(fx, fx->up[0], 3, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	ask_cached(fx, 4, "s.test", DNS_T_A, &resp);
+	/* a new size: a new, empty cache */
+	assert_int_equal(dns_resolver_set_cache(fx->r, 8), 0);
+	st = stats(fx);
+	assert_int_equal(st.cache_capacity, 8);
+	assert_int_equal(st.cache_entries, 0);
+	ask_upstream(fx, fx->up[0], 5, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	/* refused: the one there was stays, with what it holds */
+	errno = 0;
+	assert_int_equal(dns_resolver_set_cache(fx->r,
+	    (size_t)DNS_CACHE_MAX + 1), -1);
+	assert_int_equal(errno, EINVAL);
+	st = stats(fx);
+	assert_int_equal(st.cache_capacity, 8);
+	assert_int_equal(st.cache_entries, 1);
+	ask_cached(fx, 6, "s.test", DNS_T_A, &resp);
+	/* off */
+	assert_int_equal(dns_resolver_set_cache(fx->r, 0), 0);
+	st = stats(fx);
+	assert_int_equal(st.cache_capacity, 0);
+	assert_int_equal(st.cache_entries, 0);
+	ask_upstream(fx, fx->up[0], 7, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	ask_upstream(fx, fx->up[0], 8, "s.test", DNS_T_A, DNS_R_NOERROR, &rr, 1,
+	    &resp);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 0), 0);
+	st = stats(fx);
+	assert_int_equal(st.forwarded, 6);
+	assert_int_equal(st.cache_hits, 2);
+	assert_int_equal(fx->nresponse, 8);
+	assert_int_equal(fx->ndone, 8);
+}
+
+/* What the response op edits (records dropped, TTLs changed) is what one
+ * client is sent; the cache keeps the upstream's answer as it came. */
+static void
+test_cache_edit(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_rr rr[3], edited[2];
+	size_t i;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	set_a(&rr[0], "p.test", 300, "192.0.2.1");
+	set_a(&rr[1], "p.test", 300, "192.0.2.2");
+	set_a(&rr[2], "p.test", 300, "192.0.2.3");
+	for (i = 0; i < 2; i++) {
+		edited[i] = rr[i];
+		edited[i].ttl = EDIT_TTL;
+	}
+	fx->edit = true;
+	ask_upstream(fx, fx->up[0], 1, "p.test", DNS_T_A, DNS_R_NOERROR, rr, 3,
+	    &resp);
+	assert_same_rr(&resp, edited, 2, 0);
+	fx->now += 1000;
+	ask_cached(fx, 2, "p.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, edited, 2, 0);
+	fx->edit = false;
+	fx->now += 1000;
+	ask_cached(fx, 3, "p.test", DNS_T_A, &resp);
+	assert_same_rr(&resp, rr, 3, 2);
+	assert_int_equal(stats(fx).forwarded, 1);
+	assert_int_equal(stats(fx).cache_hits, 2);
+	assert_int_equal(fx->nresponse, 3);
+}
+
 #define T(f)	cmocka_unit_test_setup_teardown(f, fixture_setup, \
 		    fixture_teardown)
 
@@ -738,6 +1210,13 @@ main(void)
 		T(test_tcp),
 		T(test_set_upstreams),
 		T(test_close_in_flight),
+		T(test_cache_hit),
+		T(test_cache_key),
+		T(test_cache_expiry),
+		T(test_cache_negative),
+		T(test_cache_upstreams),
+		T(test_cache_set),
+		T(test_cache_edit),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -2,9 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/random.h>
 
 #include "dns/dns.h"
 
@@ -89,89 +86,34 @@ struct dns_bindings {
 	uint32_t		 fresh;		/* never used from here on */
 	uint32_t		 rec_free;
 	uint32_t		 rec_fresh;
-	uint64_t		 k0, k1;	/* hash key */
+	struct dns_hash_key	 key;		/* of the buckets */
 };
 
 /* ---- hashing ------------------------------------------------------------- */
 
+/* The hash of an 8-byte message, m's bytes least significant first. */
 static uint64_t
-rotl64(uint64_t x, unsigned r)
+hash_u64(const struct dns_bindings *b, uint64_t m)
 {
-	return x << r | x >> (64 - r);
-}
+	uint8_t buf[8];
+	size_t i;
 
-static void
-sip_round(uint64_t v[4])
-{
-	v[0] += v[1]; v[1] = rotl64(v[1], 13); v[1] ^= v[0];
-	v[0] = rotl64(v[0], 32);
-	v[2] += v[3]; v[3] = rotl64(v[3], 16); v[3] ^= v[2];
-	v[0] += v[3]; v[3] = rotl64(v[3], 21); v[3] ^= v[0];
-	v[2] += v[1]; v[1] = rotl64(v[1], 17); v[1] ^= v[2];
-	v[2] = rotl64(v[2], 32);
-}
-
-/*
- * SipHash-2-4 of the 8-byte message whose little-endian value is m. The
- * addresses (and through an attacker's zone, the names) come from outside:
- * a keyed PRF keeps them from being aimed at one chain.
- */
-static uint64_t
-siphash_u64(uint64_t k0, uint64_t k1, uint64_t m)
-{
-	uint64_t v[4] = {
-		k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
-		k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL,
-	};
-	uint64_t fin = (uint64_t)8 << 56;	/* message length, no tail */
-
-	v[3] ^= m;
-	sip_round(v);
-	sip_round(v);
-	v[0] ^= m;
-	v[3] ^= fin;
-	sip_round(v);
-	sip_round(v);
-	v[0] ^= fin;
-	v[2] ^= 0xff;
-	sip_round(v);
-	sip_round(v);
-	sip_round(v);
-	sip_round(v);
-	return v[0] ^ v[1] ^ v[2] ^ v[3];
+	for (i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(m >> 8 * i);
+	return dns_siphash(&b->key, buf, sizeof(buf));
 }
 
 static uint32_t
 binding_bucket(const struct dns_bindings *b, uint32_t sandbox, uint32_t addr)
 {
-	return (uint32_t)siphash_u64(b->k0, b->k1,
-	    (uint64_t)sandbox << 32 | addr) & b->bucket_mask;
+	return (uint32_t)hash_u64(b, (uint64_t)sandbox << 32 | addr) &
+	    b->bucket_mask;
 }
 
 static uint32_t
 rec_bucket(const struct dns_bindings *b, uint32_t sandbox)
 {
-	return (uint32_t)siphash_u64(b->k0, b->k1, sandbox) & b->bucket_mask;
-}
-
-static void
-bindings_seed(struct dns_bindings *b)
-{
-	uint64_t k[2];
-	struct timespec ts;
-
-	if (getrandom(k, sizeof(k), GRND_NONBLOCK) == (ssize_t)sizeof(k)) {
-		b->k0 = k[0];
-		b->k1 = k[1];
-		return;
-	}
-	/* Only before the kernel's pool is initialised: weaker, but still
-	 * nothing a sandbox can read. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	b->k0 = (uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^
-	    (uint64_t)(uintptr_t)b;
-	b->k1 = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL ^
-	    (uint64_t)(uintptr_t)&ts;
+	return (uint32_t)hash_u64(b, sandbox) & b->bucket_mask;
 }
 
 /* ---- expiry heaps -------------------------------------------------------- */
@@ -445,7 +387,7 @@ dns_bindings_new(size_t max_total, size_t max_per_sandbox)
 	for (i = 0; i < nbuckets; i++)
 		b->buckets[i] = b->rec_buckets[i] = BIND_NIL;
 	b->free_head = b->rec_free = BIND_NIL;
-	bindings_seed(b);
+	dns_hash_key_new(&b->key, b);
 	return b;
 }
 

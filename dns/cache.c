@@ -9,11 +9,11 @@
  * What is kept is the upstream's answer as the resolver parsed it (rcode,
  * flags and the A, AAAA and CNAME records with their TTLs), before any
  * sandbox's policy touched it: a hit goes through the asking sandbox's
- * filter and bindings exactly as a fresh answer would. Only positive
- * answers are kept (NOERROR with at least one record): a negative one
- * carries its TTL in the authority section's SOA, which the parser does
- * not read, and guessing one would make a name that appears upstream
- * invisible for the guess.
+ * filter and bindings exactly as a fresh answer would. Only whole
+ * positive answers are kept (NOERROR with at least one record, TC clear):
+ * a negative one carries its TTL in the authority section's SOA, which
+ * the parser does not read, and guessing one would make a name that
+ * appears upstream invisible for the guess.
  *
  * A fixed array of entries, a chained hash over them and a list in order
  * of use; the least recently used entry makes room for a new one. The
@@ -44,18 +44,24 @@ struct dns_cache {
 	size_t		 nbucket;		/* a power of two */
 	int		 head, tail;		/* most and least recently used */
 	int		 free_head;
+	struct dns_hash_key key;		/* names come from sandboxes and
+						 * zones: keyed, see siphash.c */
 	struct dns_cache_stats st;
 };
 
 static uint32_t
-hash_of(const char *name, uint16_t qtype, uint16_t qclass)
+hash_of(const struct dns_cache *c, const char *name, uint16_t qtype,
+    uint16_t qclass)
 {
-	uint32_t h = 2166136261u;
+	uint8_t buf[4 + DNS_NAME_MAX];
+	size_t n = strnlen(name, DNS_NAME_MAX);
 
-	for (; *name != '\0'; name++)
-		h = (h ^ (uint8_t)*name) * 16777619u;
-	h = (h ^ qtype) * 16777619u;
-	return (h ^ qclass) * 16777619u;
+	buf[0] = (uint8_t)(qtype >> 8);
+	buf[1] = (uint8_t)qtype;
+	buf[2] = (uint8_t)(qclass >> 8);
+	buf[3] = (uint8_t)qclass;
+	memcpy(buf + 4, name, n);
+	return (uint32_t)dns_siphash(&c->key, buf, 4 + n);
 }
 
 struct dns_cache *
@@ -81,6 +87,7 @@ dns_cache_new(size_t entries)
 		return NULL;
 	}
 	c->cap = entries;
+	dns_hash_key_new(&c->key, c);
 	for (i = 0; i < c->nbucket; i++)
 		c->bucket[i] = -1;
 	c->head = c->tail = -1;
@@ -248,7 +255,7 @@ bool
 dns_cache_get(struct dns_cache *c, const char *name, uint16_t qtype,
     uint16_t qclass, uint64_t now_ms, struct dns_response *out)
 {
-	uint32_t h = hash_of(name, qtype, qclass);
+	uint32_t h = hash_of(c, name, qtype, qclass);
 	struct centry *x;
 	int i;
 
@@ -282,14 +289,15 @@ bool
 dns_cache_put(struct dns_cache *c, const char *name, uint16_t qtype,
     uint16_t qclass, uint64_t now_ms, const struct dns_response *r)
 {
-	uint32_t h = hash_of(name, qtype, qclass), ttl = UINT32_MAX;
+	uint32_t h = hash_of(c, name, qtype, qclass), ttl = UINT32_MAX;
 	uint8_t blob[BLOB_MAX];
 	struct centry *x;
 	size_t len, i;
 	int k;
 
+	/* TC: the upstream cut it short; whole answers only */
 	if (r->rcode != DNS_R_NOERROR || r->nrr == 0 || r->nrr > UINT8_MAX ||
-	    strlen(name) > DNS_NAME_MAX)
+	    (r->flags & DNS_FLAG_TC) || strlen(name) > DNS_NAME_MAX)
 		return false;
 	for (i = 0; i < r->nrr; i++)
 		if (r->rr[i].ttl < ttl)

@@ -32,6 +32,7 @@ bool dns_name_match(const char *name, const char *pattern, bool wildcard);
 #define DNS_UDP_PLAIN	512	/* a UDP answer's limit without EDNS */
 #define DNS_EDNS_SIZE	1232	/* what sluice offers and accepts with EDNS */
 #define DNS_RR_MAX	32	/* answer records kept from one response */
+#define DNS_FLAG_TC	0x0200	/* in dns_query.flags, dns_response.flags */
 
 enum dns_type {
 	DNS_T_A = 1, DNS_T_NS = 2, DNS_T_CNAME = 5, DNS_T_SOA = 6,
@@ -150,6 +151,20 @@ const char *dns_rcode_str(unsigned rcode, char *buf, size_t len);
 
 /* Case-insensitive equality of two presentation names. */
 bool dns_name_equal(const char *a, const char *b);
+
+/* ---- hashing (siphash.c) ------------------------------------------------ */
+
+/* A SipHash-2-4 key, drawn once per table. */
+struct dns_hash_key {
+	uint64_t	k0, k1;
+};
+
+/* A fresh key from getrandom(2) (from the clock, pid and salt's address
+ * only if the kernel's pool is not ready yet). */
+void dns_hash_key_new(struct dns_hash_key *k, const void *salt);
+/* SipHash-2-4 of len bytes at data under k. */
+uint64_t dns_siphash(const struct dns_hash_key *k, const void *data,
+    size_t len);
 
 /* ---- bindings (bind.c): which addresses a sandbox may reach, by name --- */
 

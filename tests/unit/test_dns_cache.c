@@ -377,6 +377,11 @@ test_negative_not_kept(void **state)
 		add_a(&r, "neg.test", 300, "192.0.2.1");
 		assert_false(dns_cache_put(c, "neg.test", DNS_T_A, IN, T0, &r));
 	}
+	/* a truncated answer (TC), records and all: the rest is missing */
+	resp_init(&r, DNS_R_NOERROR);
+	r.flags |= DNS_FLAG_TC;
+	add_a(&r, "neg.test", 300, "192.0.2.1");
+	assert_false(dns_cache_put(c, "neg.test", DNS_T_A, IN, T0, &r));
 	/* NODATA: NOERROR without records (skipped ones do not count) */
 	resp_init(&r, DNS_R_NOERROR);
 	r.nskipped = 3;
@@ -882,10 +887,45 @@ test_model(void **state)
 	dns_cache_free(c);
 }
 
+/*
+ * SipHash-2-4 against the reference vectors of Aumasson and Bernstein:
+ * key 00 01 .. 0f, messages 00 01 .. (n-1) for n = 0, 7, 8, 15 (the tail,
+ * a whole word, a word and a tail).
+ */
+static void
+test_siphash_vectors(void **state)
+{
+	struct dns_hash_key k;
+	uint8_t key[16], msg[16];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 16; i++)
+		key[i] = msg[i] = (uint8_t)i;
+	k.k0 = k.k1 = 0;
+	for (i = 8; i-- > 0; ) {
+		k.k0 = k.k0 << 8 | key[i];
+		k.k1 = k.k1 << 8 | key[8 + i];
+	}
+	assert_true(dns_siphash(&k, msg, 0) == 0x726fdb47dd0e0e31ULL);
+	assert_true(dns_siphash(&k, msg, 7) == 0xab0200f58b01d137ULL);
+	assert_true(dns_siphash(&k, msg, 8) == 0x93f5f5799a932462ULL);
+	assert_true(dns_siphash(&k, msg, 15) == 0xa129ca6149be45e5ULL);
+	/* two fresh keys differ (the kernel's generator) */
+	{
+		struct dns_hash_key a, b;
+
+		dns_hash_key_new(&a, &a);
+		dns_hash_key_new(&b, &b);
+		assert_false(a.k0 == b.k0 && a.k1 == b.k1);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_siphash_vectors),
 		cmocka_unit_test(test_new_bounds),
 		cmocka_unit_test(test_miss_then_hit),
 		cmocka_unit_test(test_ttl_countdown),

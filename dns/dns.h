@@ -312,6 +312,7 @@ struct dns_resolver_stats {
 	uint64_t	queries, answered, forwarded, upstream_timeouts;
 	uint64_t	malformed, dropped, mismatched, tcp_conns;
 	uint64_t	cache_hits;	/* answered from the cache */
+	uint64_t	paused;		/* times reading queries was held off */
 	size_t		cache_entries, cache_capacity;	/* 0, 0: no cache */
 };
 
@@ -361,5 +362,13 @@ int dns_resolver_set_upstreams(struct dns_resolver *r,
  * and keeps the cache it had if a new one cannot be made.
  */
 int dns_resolver_set_cache(struct dns_resolver *r, size_t entries);
+
+/*
+ * While paused, new UDP queries are left in the socket's buffer (the
+ * kernel's, 4 MiB) rather than read; what is in flight goes on, and TCP
+ * is served as usual. The caller pauses while its log is behind, so that
+ * a burst waits a few milliseconds instead of being refused.
+ */
+void dns_resolver_pause(struct dns_resolver *r, bool paused);
 
 #endif

@@ -138,6 +138,7 @@ struct dns_resolver {
 	uint16_t			 by_id[65536];	/* upstream id -> slot + 1 */
 	struct dns_response		 resp;		/* one parsed response */
 	struct dns_cache		*cache;		/* NULL: none */
+	bool				 paused;	/* UDP queries wait */
 	struct dns_request		 scratch;	/* a query being handled */
 	uint8_t				 buf[65536];	/* build */
 };
@@ -984,7 +985,8 @@ dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd, size_t max)
 	r->nmap = 0;
 	if (max < 2)
 		return 0;
-	pfd[n] = (struct pollfd){ .fd = r->udp_fd, .events = POLLIN };
+	pfd[n] = (struct pollfd){ .fd = r->udp_fd,
+	    .events = r->paused ? 0 : POLLIN };
 	r->map[n++] = (struct slot_ref){ K_UDP, 0 };
 	pfd[n] = (struct pollfd){ .fd = r->tcp_fd, .events = POLLIN };
 	r->map[n++] = (struct slot_ref){ K_TCP_LISTEN, 0 };
@@ -1022,7 +1024,8 @@ dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
 		i = r->map[k].index;
 		switch (r->map[k].kind) {
 		case K_UDP:
-			udp_read(r);
+			if (!r->paused)	/* POLLERR still comes */
+				udp_read(r);
 			break;
 		case K_TCP_LISTEN:
 			tcp_accept(r);
@@ -1149,4 +1152,12 @@ dns_resolver_set_cache(struct dns_resolver *r, size_t entries)
 	dns_cache_free(r->cache);
 	r->cache = c;
 	return 0;
+}
+
+void
+dns_resolver_pause(struct dns_resolver *r, bool paused)
+{
+	if (paused && !r->paused)
+		r->st.paused++;
+	r->paused = paused;
 }

@@ -198,7 +198,8 @@ handle(struct gw *gw, json_t *req)
 			dns_resolver_stats(gw->resolver, &ds);
 		return json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:b}, "
-		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+		    "s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
 		    "sandboxes", (json_int_t)gw->nsandboxes,
 		    "netns", gw->cfg.netns,
@@ -221,6 +222,7 @@ handle(struct gw *gw, json_t *req)
 		    "tcp_conns", (json_int_t)ds.tcp_conns,
 		    "cache_hits", (json_int_t)ds.cache_hits,
 		    "cache_entries", (json_int_t)ds.cache_entries,
+		    "paused", (json_int_t)ds.paused,
 		    "bindings", (json_int_t)(gw->bindings ?
 		    dns_bindings_count(gw->bindings) : 0));
 	}

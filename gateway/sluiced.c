@@ -428,6 +428,7 @@ main(int argc, char **argv)
 		    GW_METRICS_POLLFDS];
 		size_t ndns, nctl, nmet;
 		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
+		bool behind;
 
 		/* with --queue-balance the workers read the queues, and the
 		 * state they share is this loop's only outside poll() */
@@ -438,6 +439,12 @@ main(int argc, char **argv)
 		pfd[2] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		pfd[3] = (struct pollfd){ .fd = gw.ct ? nfq_ct_fd(gw.ct) : -1,
 		    .events = POLLIN };
+		/* While the log's writer is behind, queries wait in the
+		 * socket's buffer: a burst is delayed, not refused for want
+		 * of room for its rows (log_unavailable). Nothing wakes the
+		 * loop when the writer catches up, so it looks every 2 ms. */
+		behind = store_behind(gw.store);
+		dns_resolver_pause(gw.resolver, behind);
 		ndns = dns_resolver_pollfds(gw.resolver, pfd + 4,
 		    sizeof(pfd) / sizeof(pfd[0]) - 4 - 16 - GW_METRICS_POLLFDS);
 		nctl = gw_control_pollfds(pfd + 4 + ndns, 16);
@@ -457,6 +464,8 @@ main(int argc, char **argv)
 		mtimeout = gw_metrics_timeout(gw.metrics, now_ms());
 		if (mtimeout >= 0 && (timeout < 0 || mtimeout < timeout))
 			timeout = mtimeout;
+		if (behind && (timeout < 0 || timeout > 2))
+			timeout = 2;
 		gw_unlock(&gw);
 		if (poll(pfd, 4 + ndns + nctl + nmet, timeout) == -1) {
 			if (errno == EINTR)

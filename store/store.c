@@ -679,6 +679,19 @@ store_has_room(struct store *s, size_t n)
 	return room;
 }
 
+bool
+store_behind(struct store *s)
+{
+	bool behind;
+
+	if (s == NULL || !store_writable(s))
+		return false;
+	pthread_mutex_lock(&s->lock);
+	behind = s->count >= s->cap / 2;
+	pthread_mutex_unlock(&s->lock);
+	return behind;
+}
+
 void
 store_stats(struct store *s, struct store_stats *out)
 {

@@ -144,6 +144,14 @@ int store_put_policy(struct store *s, int64_t ts_us, const char *sandbox,
 /* true while the queue has room for n more records. */
 bool store_has_room(struct store *s, size_t n);
 
+/*
+ * true while the database is writable and the queue is at least half
+ * full: the writer is behind (a checkpoint, a share of the CPU it did not
+ * get), not stopped. Producers that can wait should, so that the backlog
+ * drains instead of overflowing into refused records.
+ */
+bool store_behind(struct store *s);
+
 void store_stats(struct store *s, struct store_stats *out);
 
 /* Waits until everything queued so far is committed (or timeout_ms). */

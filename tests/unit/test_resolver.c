@@ -1194,6 +1194,46 @@ test_cache_edit(void **state)
 	assert_int_equal(fx->nresponse, 3);
 }
 
+/*
+ * Paused, the resolver leaves UDP queries in the socket: none is read or
+ * answered, while an answer to a question already upstream still gets
+ * through; once resumed, the waiting ones are answered in order.
+ */
+static void
+test_pause(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u;
+
+	NEED_ENV(state);
+	client_ask(fx, 1, "a.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	dns_resolver_pause(fx->r, true);
+	dns_resolver_pause(fx->r, true);	/* counted once */
+	client_ask(fx, 2, "b.test", DNS_T_A);
+	client_ask(fx, 3, "local.test", DNS_T_A);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 1, "192.0.2.1");
+	/* the two new ones wait: not read, not asked upstream */
+	assert_false(upstream_get(fx, fx->up[0], &u, ABSENT_MS));
+	assert_false(turn_until(fx, fx->client, ABSENT_MS));
+	assert_int_equal(stats(fx).queries, 1);
+	assert_int_equal(stats(fx).paused, 1);
+	dns_resolver_pause(fx->r, false);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	assert_string_equal(u.q.qname, "b.test");
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.id, 3);
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.2");
+	assert_true(client_answer(fx, &resp));
+	assert_a(&resp, 2, "192.0.2.2");
+	assert_int_equal(stats(fx).queries, 3);
+	assert_int_equal(stats(fx).paused, 1);
+}
+
 #define T(f)	cmocka_unit_test_setup_teardown(f, fixture_setup, \
 		    fixture_teardown)
 
@@ -1217,6 +1257,7 @@ main(void)
 		T(test_cache_upstreams),
 		T(test_cache_set),
 		T(test_cache_edit),
+		T(test_pause),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

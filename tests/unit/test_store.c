@@ -1198,9 +1198,13 @@ test_queue_full_then_recovers(void **state)
 	lock = peer_open(fx->path);
 	peer_exec(lock, "BEGIN EXCLUSIVE");
 
+	assert_false(store_behind(s));
 	for (i = 0; i < 2; i++) {
 		make_flow(&f, 1000 + i, 443);
 		assert_int_equal(store_put_flow(s, &f), 0);
+		/* half of 4: behind from the second record on, while the
+		 * writer still waits out the lock (100 ms) and is writable */
+		assert_int_equal(store_behind(s), i == 1);
 	}
 	make_dns(&d, 1002);
 	assert_int_equal(store_put_dns(s, &d), 0);
@@ -1228,6 +1232,8 @@ test_queue_full_then_recovers(void **state)
 
 	wait_write_error(s);
 	assert_false(store_writable(s));
+	/* stopped, not behind: producers are refused, not held */
+	assert_false(store_behind(s));
 	errno = 0;
 	assert_int_equal(store_flush(s, 50), -1);
 	assert_int_equal(errno, ETIMEDOUT);
@@ -1254,6 +1260,7 @@ test_queue_full_then_recovers(void **state)
 	assert_true(stats.write_errors > 0);
 	assert_true(store_has_room(s, 4));
 	assert_false(store_has_room(s, 5));
+	assert_false(store_behind(s));
 
 	/* And it keeps working afterwards. */
 	make_flow(&f, 3000, 443);

@@ -127,8 +127,9 @@ def main():
       "(min–max) over the repetitions is given. B0: plain forwarding; B1: "
       "conntrack, established-accept, NAT; S: sluiced (DNS bindings, TLS/HTTP "
       "first-flight inspection, logging); P: tinyproxy, explicit proxy on the "
-      "gateway; D: dnsmasq forwarding without a cache (like sluiced); Dc: "
-      "dnsmasq with its default cache.")
+      "gateway; D: dnsmasq forwarding without a cache; Dc: dnsmasq with its "
+      "default cache, the peer of S, whose resolver caches too (--dns-cache, "
+      "4096 by default).")
     w("")
 
     targets = []   # (what, value, goal text, ok)
@@ -163,13 +164,16 @@ def main():
                        lambda m: m >= 0.75)
                 target(f"TLS connection rate S/P, {c} clients", rp, "≥ 2.5",
                        lambda m: m >= 2.5)
-    rq = S.ratio("main", "dns", "S", "D", "qps")
-    rc = S.ratio("main", "dns", "S", "D", "cpu_us_per_query")
-    rqc = S.ratio("main", "dns", "S", "Dc", "qps")
-    w(f"| DNS queries/s (allowed name) | | | | {cell(rq)} (S/Dc {cell(rqc)}) | ≥ 0.95 |")
-    w(f"| DNS CPU per query | | | | {cell(rc)} | ≤ 1 |")
-    target("DNS qps S/D", rq, "≥ 0.95", lambda m: m >= 0.95)
-    target("DNS CPU per query S/D", rc, "≤ 1", lambda m: m <= 1.0)
+    rq = S.ratio("main", "dns", "S", "Dc", "qps")
+    rc = S.ratio("main", "dns", "S", "Dc", "cpu_us_per_query")
+    rqd = S.ratio("main", "dns", "S", "D", "qps")
+    rcd = S.ratio("main", "dns", "S", "D", "cpu_us_per_query")
+    w(f"| DNS queries/s (allowed name), S/Dc (both cache) | | | | {cell(rq)} | ≥ 0.95 |")
+    w(f"| DNS CPU per query, S/Dc | | | | {cell(rc)} | ≤ 1 |")
+    w(f"| DNS queries/s, S/D (D without a cache) | | | | {cell(rqd)} | |")
+    w(f"| DNS CPU per query, S/D | | | | {cell(rcd)} | |")
+    target("DNS qps S/Dc", rq, "≥ 0.95", lambda m: m >= 0.95)
+    target("DNS CPU per query S/Dc", rc, "≤ 1", lambda m: m <= 1.0)
     w("")
 
     # -------------------------------------------------------- absolute
@@ -287,13 +291,19 @@ def main():
     dns_rs = [r for r in rows if r.get("phase") == "main" and r.get("test") == "dns"
               and r.get("cfg") == "S" and not r.get("failed")]
     if dns_rs:
-        dl = sum(max(0, int(r["sent"] or 0) - r["s_dns_rows"]) + r["s_rejected"]
-                 + r["s_lost_records"] for r in dns_rs)
-        all_lost += dl
+        # a query whose record was refused (a full queue) has no row and is
+        # counted in s_rejected and in lost_records too: count it once
+        dl = sum(max(0, int(r["sent"] or 0) - r["s_dns_rows"]) for r in dns_rs)
+        drej = sum(r["s_rejected"] for r in dns_rs)
+        paused = sum(r.get("s_dns_paused", 0) for r in dns_rs)
+        all_lost += max(dl, drej)
         w(f"DNS through S: {fmt(med([r['s_dns_rows'] / float(a.secs) for r in dns_rs]), 0)} "
           f"query rows/s logged, writer lag {fmt(med([r['s_lag_ms'] for r in dns_rs]), 0)} ms "
           f"(max {max(r['s_lag_ms'] for r in dns_rs)}), queue depth max "
-          f"{max(r['s_depth_max'] for r in dns_rs)}, {dl} query rows lost.")
+          f"{max(r['s_depth_max'] for r in dns_rs)}, {dl} queries without a row "
+          f"({drej} records refused by a full queue, each answered SERVFAIL and "
+          f"counted in lost_records), the resolver held off {paused} times "
+          f"while the writer was behind.")
         w("")
     if peak is not None:
         w(f"At S's peak ({peak['test']}, {fmt(peak['rate'], 0)} connections/s): "

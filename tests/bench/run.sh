@@ -133,9 +133,9 @@ thread_cpu() {
 s_before() {
 	local st
 	st=$(bn_status)
-	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG <<< \
+	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG SB_PAUSED <<< \
 	    "$(st_get "$st" queue.packets store.written store.queued \
-	    store.rejected queue.denied_unlogged)"
+	    store.rejected queue.denied_unlogged dns.paused)"
 	SB_FLOW_ID=$(flows_max_id)
 	SB_DNS_ID=$(dns_max_id)
 	SB_LOST=$(lost_sum)
@@ -157,7 +157,7 @@ s_sample() {
 
 s_after() {
 	local t_end=$1 st pkts written queued rej unlog depth lag_ms=-1 qd ud
-	local cpu_m cpu_w rows drows lost deny now
+	local cpu_m cpu_w rows drows lost deny now paused
 	read -r cpu_m cpu_w <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	read -r qd ud <<< "$(bn_queue_drops)"
 	# The writer's lag: from the load's end until every record queued by
@@ -178,6 +178,7 @@ s_after() {
 		[ $((now - t_end)) -gt 10000 ] && break
 		sleep 0.02
 	done
+	paused=$(st_get "$st" dns.paused)
 	rows=$(tb_sql "SELECT count(*) FROM flows WHERE id > $SB_FLOW_ID")
 	drows=$(tb_sql "SELECT count(*) FROM dns_queries WHERE id > $SB_DNS_ID")
 	deny=$(tb_sql "SELECT coalesce(group_concat(reason || ':' || n, ' '), '')
@@ -192,7 +193,8 @@ s_after() {
 	    "\"s_depth_max\": $SB_DEPTH_MAX" "\"s_denials\": \"$deny\""
 	    "\"s_qdrop\": $((qd - SB_QD))" "\"s_udrop\": $((ud - SB_UD))"
 	    "\"s_cpu_main_ns\": $((cpu_m - SB_CPU_M))"
-	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))")
+	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))"
+	    "\"s_dns_paused\": $((paused - SB_PAUSED))")
 }
 
 # conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's client.

@@ -166,6 +166,9 @@ struct gw {
 	uint32_t		 pool_mask;
 	unsigned		 pool_slots;	/* /30s in the pool */
 	struct gw_sandbox	**slots;	/* by slot, pool_slots long */
+	bool			*slot_busy;	/* by slot: its veth is still
+						 * being deleted (reaper.c) */
+	struct gw_reaper	*reaper;	/* NULL: deletes in place */
 	struct gw_sandbox	**by_ifindex;	/* hash buckets */
 	size_t			 nbuckets;
 	size_t			 nsandboxes;
@@ -218,6 +221,18 @@ struct gw_worker;
 int gw_workers_open(struct gw *gw, char *err, size_t errlen);
 int gw_workers_start(struct gw *gw, nfq_packet_cb cb, char *err, size_t errlen);
 void gw_workers_stop(struct gw *gw);
+
+/* reaper.c: a thread that deletes sandboxes' veths off the event loop.
+ * Start it in the gateway namespace, after the privilege drop. */
+int gw_reaper_start(struct gw *gw, char *err, size_t errlen);
+/* Hands ifindex (the veth of slot) over and marks the slot busy until it
+ * is deleted; -1 (no reaper, its queue full): delete it in place. */
+int gw_reaper_submit(struct gw *gw, uint32_t ifindex, unsigned slot,
+    const char *name);
+int gw_reaper_fd(const struct gw *gw);		/* poll it; -1: none */
+void gw_reaper_collect(struct gw *gw);		/* frees the done slots */
+size_t gw_reaper_pending(const struct gw *gw);	/* deletions not yet done */
+void gw_reaper_stop(struct gw *gw);		/* finishes them, then goes */
 void gw_workers_queue_stats(const struct gw *gw, struct nfq_queue_stats *st);
 void gw_lock(struct gw *gw);
 void gw_unlock(struct gw *gw);

@@ -386,6 +386,31 @@ gw_nl_link_del(struct gw_nl *nl, uint32_t ifindex, char *err, size_t errlen)
 }
 
 int
+gw_nl_link_set_group(struct gw_nl *nl, uint32_t ifindex, uint32_t group,
+    char *err, size_t errlen)
+{
+	struct nlmsghdr *nlh = req_start(nl, RTM_NEWLINK, 0);
+	char what[64];
+
+	snprintf(what, sizeof(what), "set group of ifindex %u", ifindex);
+	put_ifinfo(nlh, ifindex);
+	mnl_attr_put_u32(nlh, IFLA_GROUP, group);
+	return transact(nl, NULL, NULL, what, err, errlen);
+}
+
+int
+gw_nl_group_del(struct gw_nl *nl, uint32_t group, char *err, size_t errlen)
+{
+	struct nlmsghdr *nlh = req_start(nl, RTM_DELLINK, 0);
+	char what[48];
+
+	snprintf(what, sizeof(what), "delete link group %u", group);
+	put_ifinfo(nlh, 0);
+	mnl_attr_put_u32(nlh, IFLA_GROUP, group);
+	return transact(nl, NULL, NULL, what, err, errlen);
+}
+
+int
 gw_nl_addr_add(struct gw_nl *nl, uint32_t ifindex, uint32_t addr,
     unsigned plen, char *err, size_t errlen)
 {

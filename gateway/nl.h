@@ -49,6 +49,13 @@ int gw_nl_link_set_alias(struct gw_nl *nl, uint32_t ifindex,
 /* Deletes the interface; a veth's peer goes with it. */
 int gw_nl_link_del(struct gw_nl *nl, uint32_t ifindex, char *err,
     size_t errlen);
+/* Puts the interface in a group (IFLA_GROUP; 0 is the default one). */
+int gw_nl_link_set_group(struct gw_nl *nl, uint32_t ifindex, uint32_t group,
+    char *err, size_t errlen);
+/* Deletes every interface of the group in the socket's namespace in one
+ * go: the kernel waits for its RCU grace periods once for all of them. */
+int gw_nl_group_del(struct gw_nl *nl, uint32_t group, char *err,
+    size_t errlen);
 
 /* Adds addr/plen to the interface; EEXIST if it is there already. */
 int gw_nl_addr_add(struct gw_nl *nl, uint32_t ifindex, uint32_t addr,

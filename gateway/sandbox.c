@@ -116,8 +116,10 @@ gw_sandboxes_init(struct gw *gw, char *err, size_t errlen)
 	for (gw->nbuckets = 64; gw->nbuckets < gw->pool_slots; gw->nbuckets <<= 1)
 		;
 	gw->slots = calloc(gw->pool_slots, sizeof(*gw->slots));
+	gw->slot_busy = calloc(gw->pool_slots, sizeof(*gw->slot_busy));
 	gw->by_ifindex = calloc(gw->nbuckets, sizeof(*gw->by_ifindex));
-	if (gw->slots == NULL || gw->by_ifindex == NULL) {
+	if (gw->slots == NULL || gw->slot_busy == NULL ||
+	    gw->by_ifindex == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -516,7 +518,10 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 		errno = EINVAL;
 		return -1;
 	}
-	for (slot = 0; slot < gw->pool_slots && gw->slots[slot]; slot++)
+	/* a slot whose old veth is still being deleted would clash on
+	 * its name (sg<slot>) */
+	for (slot = 0; slot < gw->pool_slots &&
+	    (gw->slots[slot] || gw->slot_busy[slot]); slot++)
 		;
 	if (slot == gw->pool_slots) {
 		snprintf(err, errlen, "the address pool %s is full (%u sandboxes)",
@@ -583,7 +588,16 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	gw_inspect_forget_ifindex(gw, sb->ifindex);
 	if (gw->bindings != NULL)
 		dns_bindings_forget(gw->bindings, sb->slot);
-	unplumb(gw, sb->name, sb->ifname);
+	/* the veth goes in the background (reaper.c): deleting it takes
+	 * the kernel tens of milliseconds, every verdict would wait */
+	if (gw_reaper_submit(gw, sb->ifindex, sb->slot, sb->name) == 0) {
+		char e[512];
+
+		if (gw_netns_unname(gw, sb->name, e, sizeof(e)) == -1)
+			log_warnx("sandbox %s: %s", sb->name, e);
+	} else {
+		unplumb(gw, sb->name, sb->ifname);
+	}
 	state_remove(gw, sb->name);
 	log_sandbox(gw, sb, "del");
 	log_debug("sandbox %s: deleted in %lld us (%zu sandboxes)", sb->name,
@@ -837,8 +851,10 @@ gw_sandboxes_free(struct gw *gw)
 	for (i = 0; gw->slots && i < gw->pool_slots; i++)
 		sandbox_free(gw->slots[i]);
 	free(gw->slots);
+	free(gw->slot_busy);
 	free(gw->by_ifindex);
 	gw->slots = NULL;
+	gw->slot_busy = NULL;
 	gw->by_ifindex = NULL;
 	gw_nl_close(gw->rtnl);
 	gw->rtnl = NULL;

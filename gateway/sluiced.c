@@ -415,6 +415,9 @@ main(int argc, char **argv)
 	/* the queue readers, with the privileges that are left */
 	if (gw_workers_start(&gw, on_packet, err, sizeof(err)) == -1)
 		fatalx("--queue-balance: %s", err);
+	/* and the one that deletes veths, in the gateway namespace */
+	if (gw_reaper_start(&gw, err, sizeof(err)) == -1)
+		fatalx("%s", err);
 
 	log_info("ready: gateway %s, queue %u (%u queue%s), %zu sandboxes, "
 	    "control %s, %zu upstream resolvers", gw.cfg.netns,
@@ -423,8 +426,10 @@ main(int argc, char **argv)
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
 	gw_service_ready(&gw);
 
+	/* pfd: queue, control, signals, conntrack, reaper, then the rest */
+#define NFIXED	5
 	while (running) {
-		struct pollfd pfd[4 + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16 +
+		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16 +
 		    GW_METRICS_POLLFDS];
 		size_t ndns, nctl, nmet;
 		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
@@ -439,16 +444,19 @@ main(int argc, char **argv)
 		pfd[2] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		pfd[3] = (struct pollfd){ .fd = gw.ct ? nfq_ct_fd(gw.ct) : -1,
 		    .events = POLLIN };
+		pfd[4] = (struct pollfd){ .fd = gw_reaper_fd(&gw),
+		    .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
 		 * loop when the writer catches up, so it looks every 2 ms. */
 		behind = store_behind(gw.store);
 		dns_resolver_pause(gw.resolver, behind);
-		ndns = dns_resolver_pollfds(gw.resolver, pfd + 4,
-		    sizeof(pfd) / sizeof(pfd[0]) - 4 - 16 - GW_METRICS_POLLFDS);
-		nctl = gw_control_pollfds(pfd + 4 + ndns, 16);
-		nmet = gw_metrics_pollfds(gw.metrics, pfd + 4 + ndns + nctl,
+		ndns = dns_resolver_pollfds(gw.resolver, pfd + NFIXED,
+		    sizeof(pfd) / sizeof(pfd[0]) - NFIXED - 16 -
+		    GW_METRICS_POLLFDS);
+		nctl = gw_control_pollfds(pfd + NFIXED + ndns, 16);
+		nmet = gw_metrics_pollfds(gw.metrics, pfd + NFIXED + ndns + nctl,
 		    GW_METRICS_POLLFDS);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
 		itimeout = gw_inspect_timeout(&gw, now_ms());
@@ -467,7 +475,7 @@ main(int argc, char **argv)
 		if (behind && (timeout < 0 || timeout > 2))
 			timeout = 2;
 		gw_unlock(&gw);
-		if (poll(pfd, 4 + ndns + nctl + nmet, timeout) == -1) {
+		if (poll(pfd, NFIXED + ndns + nctl + nmet, timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -477,14 +485,16 @@ main(int argc, char **argv)
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
-		dns_resolver_process(gw.resolver, pfd + 4, ndns, now_ms());
+		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, now_ms());
 		gw_inspect_expire(&gw, now_ms());
 		gw_limits_expire(&gw, now_ms(), false);
 		if (pfd[3].revents & POLLIN)
 			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
+		if (pfd[4].revents & POLLIN)
+			gw_reaper_collect(&gw);
 		store_watch(&gw);
-		gw_control_process(&gw, pfd + 4 + ndns, nctl, now_ms());
-		gw_metrics_process(&gw, gw.metrics, pfd + 4 + ndns + nctl, nmet,
+		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, now_ms());
+		gw_metrics_process(&gw, gw.metrics, pfd + NFIXED + ndns + nctl, nmet,
 		    now_ms());
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw, now_ms());
@@ -508,6 +518,7 @@ main(int argc, char **argv)
 	}
 
 	gw_workers_stop(&gw);
+	gw_reaper_stop(&gw);
 
 	gw_control_close(&gw);
 	gw_metrics_free(gw.metrics);

@@ -175,6 +175,14 @@ tb_assert_eq "$failed" 0 "all $N deletes succeeded"
 
 # ---- nothing left
 tb_assert_eq "$(tb_sluice sandbox list -j | tr -d ' \n')" "[]" "sandbox list is empty"
+# the veths go in the background (gateway/reaper.c), in batches: the last
+# ones within a moment of the last delete
+t0=$(now_us)
+for _ in $(seq 100); do
+	[ "$(ip -n "$TB_NETNS_GW" -o link show | grep -c ': sg')" = 0 ] && break
+	sleep 0.05
+done
+echo "# the last veth was gone $(( ($(now_us) - t0) / 1000 )) ms after the last delete"
 tb_assert_eq "$(ip -n "$TB_NETNS_GW" -o link show | grep -c ': sg')" 0 \
     "no sg interface in the gateway"
 tb_assert_eq "$(ip -n "$TB_NETNS_GW" -o link show type veth | grep -vc ': uplink@')" 0 \

@@ -53,7 +53,8 @@ int gw_nl_link_del(struct gw_nl *nl, uint32_t ifindex, char *err,
 int gw_nl_link_set_group(struct gw_nl *nl, uint32_t ifindex, uint32_t group,
     char *err, size_t errlen);
 /* Deletes every interface of the group in the socket's namespace in one
- * go: the kernel waits for its RCU grace periods once for all of them. */
+ * go: the kernel waits for its RCU grace periods once for all of them.
+ * ENODEV: the group has none. */
 int gw_nl_group_del(struct gw_nl *nl, uint32_t group, char *err,
     size_t errlen);
 

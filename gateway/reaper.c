@@ -97,7 +97,9 @@ delete_batch(struct gw_reaper *r, const struct reap_job *b, size_t n,
 	}
 	if (grouped == 0)
 		return;
-	if (gw_nl_group_del(r->nl, REAP_GROUP, err, sizeof(err)) == 0) {
+	/* ENODEV: the group is empty, they went with their namespaces */
+	if (gw_nl_group_del(r->nl, REAP_GROUP, err, sizeof(err)) == 0 ||
+	    errno == ENODEV) {
 		for (i = 0; i < n; i++)
 			ok[i] = true;
 		return;

@@ -489,6 +489,58 @@ test_links_lists_every_interface(void **state)
 	assert_int_equal(s.sg, 0);
 }
 
+/*
+ * A group delete takes exactly the group's links and their peers in the
+ * other namespace, and nothing else; an empty group deletes nothing.
+ */
+static void
+test_group_del(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = { 0 };
+	uint32_t idx[4];
+	char err[256], name[IF_NAMESIZE], peer[IF_NAMESIZE];
+	int i;
+
+	NEED_ENV(state);
+	for (i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "sg%d", i);
+		snprintf(peer, sizeof(peer), "p%d", i);
+		assert_int_equal(gw_nl_veth_add(fx->gw, name, peer, fx->sb_ns,
+		    err, sizeof(err)), 0);
+		assert_int_equal(gw_nl_link_index(fx->gw, name, &idx[i], err,
+		    sizeof(err)), 0);
+	}
+	/* an empty group: the kernel says ENODEV, and deletes nothing */
+	assert_int_equal(gw_nl_group_del(fx->gw, 77, err, sizeof(err)), -1);
+	assert_int_equal(errno, ENODEV);
+	assert_int_equal(gw_nl_links(fx->gw, seen_cb, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.sg, 4);
+	assert_int_equal(gw_nl_link_set_group(fx->gw, idx[0], 77, err,
+	    sizeof(err)), 0);
+	assert_int_equal(gw_nl_link_set_group(fx->gw, idx[2], 77, err,
+	    sizeof(err)), 0);
+	assert_int_equal(gw_nl_link_set_group(fx->gw, idx[3], 78, err,
+	    sizeof(err)), 0);
+	assert_int_equal(gw_nl_link_set_group(fx->gw, 99999, 77, err,
+	    sizeof(err)), -1);
+	assert_int_equal(errno, ENODEV);
+	assert_int_equal(gw_nl_group_del(fx->gw, 77, err, sizeof(err)), 0);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(gw_nl_links(fx->gw, seen_cb, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.sg, 2);
+	for (i = 0; i < 4; i++) {
+		uint32_t x;
+
+		snprintf(name, sizeof(name), "sg%d", i);
+		snprintf(peer, sizeof(peer), "p%d", i);
+		assert_int_equal(gw_nl_link_index(fx->gw, name, &x, err,
+		    sizeof(err)), i == 0 || i == 2 ? -1 : 0);
+		assert_int_equal(gw_nl_link_index(fx->sb, peer, &x, err,
+		    sizeof(err)), i == 0 || i == 2 ? -1 : 0);
+	}
+}
+
 /* ---- named namespaces (netns.c) ------------------------------------- */
 
 static bool
@@ -689,6 +741,7 @@ main(void)
 		T(test_refusals_carry_the_kernels_reason),
 		T(test_del_takes_the_peer),
 		T(test_links_lists_every_interface),
+		T(test_group_del),
 #undef T
 		cmocka_unit_test(test_names_in_own_mount_namespace),
 		/* last: it leaves the process in a slave mount namespace */

@@ -98,9 +98,10 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory tsan
 
 # sluiced built with ThreadSanitizer, run where it has threads to race:
-# several queue readers beside the main loop (any report stops sluiced,
+# several queue readers beside the main loop, the veth reaper beside
+# sandbox churn (any report stops sluiced,
 # which fails the scenario).
-TSAN_SCENARIOS ?= 52*
+TSAN_SCENARIOS ?= 5[24]*
 tsan:
 	$(Q)$(MAKE) --no-print-directory B=build-tsan \
 	    CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \

@@ -191,12 +191,15 @@ handle(struct gw *gw, json_t *req)
 	if (strcmp(cmd, "status") == 0) {
 		struct store_stats st;
 		struct dns_resolver_stats ds;
+		struct gw_reaper_stats rs;
+		json_t *o;
 
 		store_stats(gw->store, &st);
 		memset(&ds, 0, sizeof(ds));
 		if (gw->resolver != NULL)
 			dns_resolver_stats(gw->resolver, &ds);
-		return json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
+		gw_reaper_stats(gw, &rs);
+		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -225,6 +228,13 @@ handle(struct gw *gw, json_t *req)
 		    "paused", (json_int_t)ds.paused,
 		    "bindings", (json_int_t)(gw->bindings ?
 		    dns_bindings_count(gw->bindings) : 0));
+		/* deleted sandboxes' veths, removed in the background */
+		if (o != NULL)
+			json_object_set_new(o, "reaper", json_pack(
+			    "{s:I, s:I, s:I}", "pending", (json_int_t)rs.pending,
+			    "deleted", (json_int_t)rs.deleted,
+			    "failed", (json_int_t)rs.failed));
+		return o;
 	}
 	if (strcmp(cmd, "stats") == 0)
 		return stats_reply(gw,

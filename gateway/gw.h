@@ -231,7 +231,11 @@ int gw_reaper_submit(struct gw *gw, uint32_t ifindex, unsigned slot,
     const char *name);
 int gw_reaper_fd(const struct gw *gw);		/* poll it; -1: none */
 void gw_reaper_collect(struct gw *gw);		/* frees the done slots */
-size_t gw_reaper_pending(const struct gw *gw);	/* deletions not yet done */
+struct gw_reaper_stats {
+	uint64_t	pending;	/* veths waiting to be deleted */
+	uint64_t	deleted, failed;	/* since start */
+};
+void gw_reaper_stats(const struct gw *gw, struct gw_reaper_stats *out);
 void gw_reaper_stop(struct gw *gw);		/* finishes them, then goes */
 void gw_workers_queue_stats(const struct gw *gw, struct nfq_queue_stats *st);
 void gw_lock(struct gw *gw);

@@ -47,7 +47,10 @@ struct gw_reaper {
 	struct reap_job	 batch[REAP_MAX];	/* the thread's, in hand */
 	bool		 ok[REAP_MAX];
 	size_t		 inhand;
-	unsigned	 done[REAP_MAX];	/* slots free again */
+	struct {
+		unsigned slot;
+		bool	 ok;		/* false: its veth may be left */
+	}		 done[REAP_MAX];	/* slots to collect */
 	size_t		 ndone;
 	bool		 stop;
 	uint64_t	 reaped, failed;
@@ -139,7 +142,8 @@ reaper_main(void *arg)
 				r->reaped++;
 			else
 				r->failed++;
-			r->done[r->ndone++] = r->batch[i].slot;
+			r->done[r->ndone].slot = r->batch[i].slot;
+			r->done[r->ndone++].ok = r->ok[i];
 		}
 		r->inhand = 0;
 		(void)write(r->efd, &one, sizeof(one));
@@ -229,24 +233,33 @@ gw_reaper_collect(struct gw *gw)
 		return;
 	(void)read(r->efd, &n, sizeof(n));
 	pthread_mutex_lock(&r->lock);
-	for (i = 0; i < r->ndone; i++)
-		gw->slot_busy[r->done[i]] = false;
+	for (i = 0; i < r->ndone; i++) {
+		/* a veth that could not be deleted keeps its slot out of use:
+		 * a new sandbox there would clash with its name */
+		if (r->done[i].ok)
+			gw->slot_busy[r->done[i].slot] = false;
+		else
+			log_warnx("slot %u stays out of use: its veth sg%u "
+			    "could not be deleted", r->done[i].slot,
+			    r->done[i].slot);
+	}
 	r->ndone = 0;
 	pthread_mutex_unlock(&r->lock);
 }
 
-size_t
-gw_reaper_pending(const struct gw *gw)
+void
+gw_reaper_stats(const struct gw *gw, struct gw_reaper_stats *out)
 {
 	struct gw_reaper *r = gw->reaper;
-	size_t n;
 
+	memset(out, 0, sizeof(*out));
 	if (r == NULL)
-		return 0;
+		return;
 	pthread_mutex_lock(&r->lock);
-	n = r->count + r->inhand;
+	out->pending = r->count + r->inhand;
+	out->deleted = r->reaped;
+	out->failed = r->failed;
 	pthread_mutex_unlock(&r->lock);
-	return n;
 }
 
 void

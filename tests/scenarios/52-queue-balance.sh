@@ -15,8 +15,8 @@ tb_assert_match "$rules" "NFQUEUE --queue-balance 0:1 --queue-cpu-fanout" \
 tb_check "and never bypasses them" sh -c "! echo '$rules' | grep -q bypass"
 nthreads=$(ls /proc/$TB_SLUICED_PID/task | wc -l)
 # (a sanitizer's runtime may add one of its own)
-tb_check "sluiced runs 4 threads: main loop, 2 queue readers, the log writer ($nthreads)" \
-    test "$nthreads" -ge 4 -a "$nthreads" -le 5
+tb_check "sluiced runs 5 threads: main loop, 2 queue readers, the log writer, the veth reaper ($nthreads)" \
+    test "$nthreads" -ge 5 -a "$nthreads" -le 6
 
 cat > "$TB_DIR/policy.json" <<EOF
 {"network": {"allowedDomains": ["a.test"]},

@@ -163,6 +163,13 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    "%s"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -m conntrack --ctstate NEW -j NFQUEUE %s\n"
+	    /* a SYN conntrack did not take as new: it still tracks the
+	     * 5-tuple (a port reused while the old entry lingers, in a
+	     * state it will not reopen from) and ignores the SYN. Decided
+	     * and logged like any other; accepted, the server's SYN-ACK
+	     * puts conntrack back in step. Dropped here, it would retry
+	     * unseen, without a row, until the old entry timed out. */
+	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
 	    raw, m, m,
@@ -176,6 +183,7 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    GW_MARK_DENY, m,
 	    acks,
 	    GW_MARK_INSPECT, m, target,
+	    m, target,
 	    m, target);
 	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a
 	 * sandbox sends is queued before conntrack sees it, so that sluiced

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """rawtcp.py: a TCP client made by hand on raw sockets, for the segments no
 kernel sends: the same bytes twice with different content, a first flight
-in IP fragments, segments the server will throw away (insertion).
+in IP fragments, segments the server will throw away (insertion), a source
+port reused in a way conntrack does not follow.
 
   rawtcp.py DST DPORT PLAN [options]
 
 Runs as root inside a sandbox. Its own kernel knows nothing of the
 connection and would reset it when the SYN-ACK comes, so for the time it
 runs an iptables rule in the sandbox drops the kernel's resets from the
-chosen source port (the sandbox is the attacker's: its root may do that).
+chosen source port (the sandbox is the attacker's: its root may do that);
+the segments made here carry a socket mark that rule lets through.
 
 Plans (the hello is a real one from Python's ssl, TLS 1.2 at most so the
 server's certificate comes back in clear and says which name it served):
@@ -24,12 +26,26 @@ server's certificate comes back in clear and says which name it served):
            older than the one it holds, a wrong checksum), then the real one
            for --sni2 over the same sequence numbers; --http does it with
            request heads instead of hellos
+  reuse    after the handshake, the client resets the connection and then
+           sends one more bare ACK of it (a stray, reordered one): conntrack
+           has seen the reset, but not as the last packet from this side,
+           so it will not reopen the 5-tuple and ignores a new SYN on it
+           (not NEW). --pause S later (default 0.5), or once the file --go
+           names exists (a test changes the policy meanwhile; 8 s at most),
+           a new connection from the same source port with another ISN: the
+           SYN, resent after 1 s and 3 s as a kernel does, for --wait
+           seconds. answered: a SYN-ACK for the new ISN came back; the
+           handshake is finished, --data sent, the answer read, and the
+           connection reset. refused: a reset for the new SYN.
 
 Prints one line of key=value words:
   result=answered|reset|refused|timeout|closed   what the client saw
   cert=NAME       the certificate the server sent (a.test, b.test ...)
   host=NAME       an HTTP answer's "hello from NAME"
   frags_out=N     fragments that left the sandbox's eth0
+  sport=N         reuse: the source port both connections used
+  syns=N          reuse: the SYNs sent for the new connection
+  bytes_in=N      reuse: bytes the server sent on the new connection
 """
 import argparse
 import os
@@ -46,6 +62,8 @@ import time
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+OWN_MARK = 0x5A17  # SO_MARK of our segments: our own resets must leave
+MSS_OPT = b"\x02\x04\x05\xb4"  # MSS 1460
 
 
 def csum(data):
@@ -122,11 +140,15 @@ class Conn:
         self.isn = random.randint(0, 0xFFFFFFFF)
         self.rcv = None
         self.rule = ["-p", "tcp", "--sport", str(self.sport), "--tcp-flags",
-                     "RST", "RST", "-j", "DROP"]
+                     "RST", "RST", "-m", "mark", "!", "--mark",
+                     "0x%x" % OWN_MARK, "-j", "DROP"]
         subprocess.run(["iptables", "-w", "-A", "OUTPUT"] + self.rule,
                        check=True)
         self.tx = socket.socket(socket.AF_INET, socket.SOCK_RAW,
                                 socket.IPPROTO_RAW)
+        # the mark stays in the sandbox: a veth into another namespace
+        # clears it
+        self.tx.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, OWN_MARK)
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW,
                                 socket.IPPROTO_TCP)
         self.got = {}        # server payload by sequence number
@@ -209,7 +231,7 @@ class Conn:
             i += opts[i + 1]
 
     def handshake(self):
-        opts = b"\x02\x04\x05\xb4"  # MSS 1460
+        opts = MSS_OPT
         if self.ts:
             opts += self.ts_opt(self.tsval)
         self.send_ip(self.segment(self.isn, SYN, opts=opts))
@@ -224,6 +246,33 @@ class Conn:
                                           opts=self.ts_opt()))
                 return None
         return "timeout"
+
+    def answer_to(self, isn, wait):
+        """Waits up to wait seconds for the answer to a SYN with sequence
+        number isn: "answered" (a SYN-ACK for it), "refused" (a reset for
+        it) or None. Whatever acknowledges something else, such as the
+        server's reset of an older connection on these ports, is passed
+        over."""
+        end = time.time() + wait
+        while True:
+            r, _, _ = select.select([self.rx], [], [],
+                                    max(0, end - time.time()))
+            if not r:
+                return None
+            pkt = self.rx.recv(65535)
+            ihl = (pkt[0] & 15) * 4
+            if pkt[12:16] != self.dst or pkt[9] != 6:
+                continue
+            sport, dport, seq, ack, _, flags = struct.unpack(
+                "!HHIIBB", pkt[ihl:ihl + 14])
+            if (sport != self.dport or dport != self.sport or
+                    not flags & ACK or ack != (isn + 1) & 0xFFFFFFFF):
+                continue
+            if flags & RST:
+                return "refused"
+            if flags & SYN:
+                self.rcv = seq + 1
+                return "answered"
 
     def outcome(self):
         data = b"".join(v for _, v in sorted(self.got.items()))
@@ -260,6 +309,45 @@ def fragments(c, l4, size, overlap=None, only_first=False):
             c.send_ip(overlap[1][at:at + size], frag=0x2000 | (at // 8))
 
 
+def reuse(c, a):
+    """The reuse plan, once the first handshake is done; returns its
+    words."""
+    c.send(0, b"", flags=RST | ACK)
+    time.sleep(0.05)
+    c.send(0, b"", flags=ACK)  # the stray one, after the reset
+    if a.go:
+        end = time.time() + 8
+        while not os.path.exists(a.go) and time.time() < end:
+            time.sleep(0.05)
+    else:
+        time.sleep(a.pause)
+    c.isn = (c.isn + random.randint(1 << 24, 1 << 30)) & 0xFFFFFFFF
+    c.rcv = None
+    c.reset = False
+    start = time.time()
+    end = start + a.wait
+    syns, rto, next_syn, res = 0, 1.0, start, None
+    while res is None and time.time() < end:
+        if time.time() >= next_syn:
+            c.send_ip(c.segment(c.isn, SYN, opts=MSS_OPT))
+            syns += 1
+            next_syn += rto
+            rto *= 2
+        res = c.answer_to(c.isn, min(next_syn, end) - time.time())
+    words = ["result=" + (res or "timeout"), "sport=%d" % c.sport,
+             "syns=%d" % syns]
+    if res == "answered":
+        c.send_ip(c.segment(c.isn + 1, ACK))
+        data = a.data.encode()
+        c.send(0, data)
+        c.read(a.wait)
+        got = sum(len(v) for v in c.got.values())
+        words.append("bytes_in=%d" % got)
+        if not c.reset:
+            c.send(len(data), b"", flags=RST | ACK)
+    return words
+
+
 def count_out_frags(ps):
     n = 0
     while True:
@@ -277,7 +365,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dst")
     ap.add_argument("dport", type=int)
-    ap.add_argument("plan", choices=["overlap", "frag", "insert"])
+    ap.add_argument("plan", choices=["overlap", "frag", "insert", "reuse"])
     ap.add_argument("--sni", default="a.test")
     ap.add_argument("--sni2", default="b.test")
     ap.add_argument("--how", default="full")
@@ -288,6 +376,9 @@ def main():
     ap.add_argument("--trick", default="md5")
     ap.add_argument("--http", action="store_true")
     ap.add_argument("--wait", type=float, default=3.0)
+    ap.add_argument("--pause", type=float, default=0.5)
+    ap.add_argument("--go")
+    ap.add_argument("--data", default="port reuse: the second connection\n")
     a = ap.parse_args()
 
     c = Conn(a.dst, a.dport, timestamps=a.plan == "insert" and a.trick == "paws")
@@ -296,6 +387,9 @@ def main():
         hs = c.handshake()
         if hs:
             print("result=" + hs)
+            return
+        if a.plan == "reuse":
+            print(" ".join(reuse(c, a)))
             return
         if a.http:
             first = http_head(a.sni)

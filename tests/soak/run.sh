@@ -20,7 +20,8 @@
 # seconds from the start of the load to SOAK_SETTLE_S after its end. Then:
 #   - memory and descriptors are back near their values after warm-up
 #     (the first sample at least SOAK_WARMUP_S into the load): descriptors
-#     within 2, VmRSS within max(8 MiB, 25%);
+#     other than the resolver's upstream sockets within 2, those at most 8
+#     (the pool's bound for one upstream), VmRSS within max(8 MiB, 25%);
 #   - every attempt has its row: per sandbox, flows rows = connection
 #     attempts (denied ones, which fail at the client, included) and
 #     dns_queries rows = queries sent; verdicts and reasons as expected;
@@ -105,6 +106,14 @@ done
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$SPID/status"; }
 nfds() { ls "/proc/$SPID/fd" | wc -l; }
+# The resolver's upstream sockets: a pool of at most 8 per upstream, opened
+# when first needed and replaced as they age, so their number moves with
+# how many questions went upstream lately (fewer since answers are
+# cached); they are counted apart from the other descriptors.
+nups() {
+	ip netns exec "$TB_NETNS_GW" ss -Hunp state established \
+	    '( dport = :53 )' 2>/dev/null | grep -c "pid=$SPID,"
+}
 store_depth() {
 	tb_sluice status -j | "$TB_PY" -c '
 import json, sys
@@ -113,11 +122,11 @@ print(d["depth"], d["queued"], d["written"])'
 }
 SERIES=$TB_DIR/series
 : > "$SERIES"
-sample() {	# sample PHASE: one line "seconds phase rss_kb fds depth"
+sample() {	# sample PHASE: "seconds phase rss_kb fds depth upstream_socks"
 	local d
 	read -r d _ <<< "$(store_depth)"
-	printf '%s %s %s %s %s\n' "$(( $(date +%s) - LOAD_T0 ))" "$1" "$(rss_kb)" \
-	    "$(nfds)" "${d:-?}" >> "$SERIES"
+	printf '%s %s %s %s %s %s\n' "$(( $(date +%s) - LOAD_T0 ))" "$1" \
+	    "$(rss_kb)" "$(nfds)" "${d:-?}" "$(nups)" >> "$SERIES"
 }
 
 per_conn=$(( SOAK_CONNS / SOAK_SANDBOXES ))

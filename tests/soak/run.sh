@@ -14,8 +14,9 @@
 #                           to catch anything let through)
 #   203.0.113.66:5000-5001  deny  no_dns_binding (the attacker host)
 #
-# and queries, by tenths: 4 a.test A (forwarded), 1 AAAA (no_ipv6), 4 new
-# names under exfil.evil.test (NXDOMAIN, never forwarded), 1 TXT (REFUSED).
+# and queries, by tenths: 4 a.test A (allowed; the cache answers all but a
+# few), 1 AAAA (no_ipv6), 4 new names under exfil.evil.test (NXDOMAIN,
+# never forwarded), 1 TXT (REFUSED).
 # sluiced's VmRSS and open descriptors are sampled every SOAK_SAMPLE_S
 # seconds from the start of the load to SOAK_SETTLE_S after its end. Then:
 #   - memory and descriptors are back near their values after warm-up

@@ -299,7 +299,18 @@ teardown(struct gw *gw)
 	}
 	if (gw_sandboxes_restore(gw, err, sizeof(err)) == -1)
 		log_warnx("%s", err);
+	/* the veths go together as one link group (reaper.c), not one
+	 * kernel grace period after another */
+	if (gw->gw_nsfd != gw->host_nsfd) {
+		if (gw_netns_enter(gw->gw_nsfd) == -1)
+			fatal("setns %s", gw->cfg.netns);
+		if (gw_reaper_start(gw, err, sizeof(err)) == -1)
+			log_warnx("%s: deleting veths one at a time", err);
+		if (gw_netns_enter(gw->home_nsfd) == -1)
+			fatal("setns back home");
+	}
 	gw_sandboxes_teardown(gw);
+	gw_reaper_stop(gw);
 	gw_gateway_destroy(gw);
 	log_info("torn down: gateway namespace %s and its sandboxes",
 	    gw->cfg.netns);

@@ -42,10 +42,10 @@ struct dns_cache {
 	size_t		 cap, used;
 	int		*bucket;		/* nbucket, -1: empty */
 	size_t		 nbucket;		/* a power of two */
-	int		 head, tail;		/* most and least recently used */
+	int		 head, tail;		/* most, least recently used */
 	int		 free_head;
-	struct dns_hash_key key;		/* names come from sandboxes and
-						 * zones: keyed, see siphash.c */
+	struct dns_hash_key key;	/* names come from sandboxes and
+					 * zones: keyed, see siphash.c */
 	struct dns_cache_stats st;
 };
 

@@ -231,7 +231,8 @@ handle(struct gw *gw, json_t *req)
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(
-			    "{s:I, s:I, s:I}", "pending", (json_int_t)rs.pending,
+			    "{s:I, s:I, s:I}",
+			    "pending", (json_int_t)rs.pending,
 			    "deleted", (json_int_t)rs.deleted,
 			    "failed", (json_int_t)rs.failed));
 		return o;

@@ -440,8 +440,8 @@ main(int argc, char **argv)
 	/* pfd: queue, control, signals, conntrack, reaper, then the rest */
 #define NFIXED	5
 	while (running) {
-		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX + 16 +
-		    GW_METRICS_POLLFDS];
+		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
+		    16 + GW_METRICS_POLLFDS];
 		size_t ndns, nctl, nmet;
 		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
 		bool behind;
@@ -467,8 +467,8 @@ main(int argc, char **argv)
 		    sizeof(pfd) / sizeof(pfd[0]) - NFIXED - 16 -
 		    GW_METRICS_POLLFDS);
 		nctl = gw_control_pollfds(pfd + NFIXED + ndns, 16);
-		nmet = gw_metrics_pollfds(gw.metrics, pfd + NFIXED + ndns + nctl,
-		    GW_METRICS_POLLFDS);
+		nmet = gw_metrics_pollfds(gw.metrics,
+		    pfd + NFIXED + ndns + nctl, GW_METRICS_POLLFDS);
 		timeout = dns_resolver_timeout(gw.resolver, now_ms());
 		itimeout = gw_inspect_timeout(&gw, now_ms());
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
@@ -505,8 +505,8 @@ main(int argc, char **argv)
 			gw_reaper_collect(&gw);
 		store_watch(&gw);
 		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, now_ms());
-		gw_metrics_process(&gw, gw.metrics, pfd + NFIXED + ndns + nctl, nmet,
-		    now_ms());
+		gw_metrics_process(&gw, gw.metrics,
+		    pfd + NFIXED + ndns + nctl, nmet, now_ms());
 		if (pfd[1].revents & POLLIN)
 			gw_control_accept(&gw, now_ms());
 		if (pfd[2].revents & POLLIN) {

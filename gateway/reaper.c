@@ -1,6 +1,5 @@
 /* reaper.c: deleted sandboxes' veth pairs are removed off the event loop. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -370,7 +370,8 @@ plumb(struct gw *gw, struct gw_sandbox *sb, int nsfd, char *err,
 	return 0;
 }
 
-/* Undoes plumb and the name, whatever part of them exists. */
+/* Undoes plumb and the name, whatever part of them exists; the veth is
+ * left alone when ifname is NULL (the reaper has it). */
 static void
 unplumb(struct gw *gw, const char *name, const char *ifname)
 {
@@ -380,7 +381,7 @@ unplumb(struct gw *gw, const char *name, const char *ifname)
 
 	/* deleting one end of a veth deletes both: eth0 goes too, also in a
 	 * namespace that lives on (attached, or held by a process) */
-	if ((idx = ifindex_in_gateway(gw, ifname)) != 0 &&
+	if (ifname != NULL && (idx = ifindex_in_gateway(gw, ifname)) != 0 &&
 	    ((nl = gateway_nl(gw, err, sizeof(err))) == NULL ||
 	    gw_nl_link_del(nl, idx, err, sizeof(err)) == -1))
 		log_warnx("sandbox %s: %s", name, err);
@@ -590,14 +591,8 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 		dns_bindings_forget(gw->bindings, sb->slot);
 	/* the veth goes in the background (reaper.c): deleting it takes
 	 * the kernel tens of milliseconds, every verdict would wait */
-	if (gw_reaper_submit(gw, sb->ifindex, sb->slot, sb->name) == 0) {
-		char e[512];
-
-		if (gw_netns_unname(gw, sb->name, e, sizeof(e)) == -1)
-			log_warnx("sandbox %s: %s", sb->name, e);
-	} else {
-		unplumb(gw, sb->name, sb->ifname);
-	}
+	unplumb(gw, sb->name, gw_reaper_submit(gw, sb->ifindex, sb->slot,
+	    sb->name) == 0 ? NULL : sb->ifname);
 	state_remove(gw, sb->name);
 	log_sandbox(gw, sb, "del");
 	log_debug("sandbox %s: deleted in %lld us (%zu sandboxes)", sb->name,

@@ -82,7 +82,24 @@
 	"CREATE VIEW lost_log AS SELECT id, " ISO_TIME("ts")		\
 	" AS time, kind, count, reason FROM lost_records;"
 
-/* A new database, at STORE_SCHEMA_VERSION. */
+/*
+ * What version 5 took away: the indexes on the names (the query name, the
+ * binding's name, the SNI). `sluice log --name` compares without case,
+ * which an index of the plain text cannot serve, so they were never read;
+ * yet every row paid for them, and most for the query name, whose
+ * inserts land all over the index (more than half of a DNS row's cost with
+ * varied names). IF EXISTS: an operator may have dropped them already.
+ */
+#define V5_DROPS							\
+	"DROP INDEX IF EXISTS dns_queries_qname;"			\
+	"DROP INDEX IF EXISTS flows_name;"				\
+	"DROP INDEX IF EXISTS flows_sni;"
+
+/*
+ * A new database, at STORE_SCHEMA_VERSION: version 1 and what each
+ * version after it added or took away, so that it reads exactly as an
+ * upgraded one.
+ */
 static const char schema_sql[] =
 	"CREATE TABLE sandboxes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
 	" ifname TEXT NOT NULL, addr TEXT NOT NULL, created_us INTEGER NOT NULL,"
@@ -105,7 +122,8 @@ static const char schema_sql[] =
 	FLOW_LOG_VIEW
 	V2_OBJECTS
 	V3_OBJECTS
-	V4_OBJECTS;
+	V4_OBJECTS
+	V5_DROPS;
 
 /*
  * upgrade_sql[v - 1] takes a version v database to v + 1. ADD COLUMN
@@ -139,6 +157,8 @@ static const char *const upgrade_sql[] = {
 	"DROP VIEW IF EXISTS flow_log;"
 	FLOW_LOG_VIEW
 	V4_OBJECTS,
+
+	V5_DROPS,
 };
 _Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
     STORE_SCHEMA_VERSION - 1, "one upgrade per schema version");

@@ -421,15 +421,16 @@ test_schema(void **state)
 	assert_int_equal(sb.st_mode & 07777, 0750);
 
 	db = peer_open(path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "wal");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
-	    "dns_log,dns_queries,dns_queries_qname,dns_queries_sandbox_ts,"
-	    "dns_queries_ts,flow_log,flows,flows_dst,flows_name,"
-	    "flows_sandbox_ts,flows_sni,flows_ts,flows_tuple,flows_verdict_ts,"
+	    "dns_log,dns_queries,dns_queries_sandbox_ts,"
+	    "dns_queries_ts,flow_log,flows,flows_dst,"
+	    "flows_sandbox_ts,flows_ts,flows_tuple,flows_verdict_ts,"
 	    "lost_log,lost_records,lost_records_ts,policies,policies_sandbox,"
 	    "sandboxes");
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
@@ -472,14 +473,13 @@ test_schema(void **state)
 	assert_string_equal(query_text(db, "SELECT group_concat(idx || ':' ||"
 	    " cols, ' ') FROM (SELECT m.name AS idx, (SELECT group_concat("
 	    "i.name, ',') FROM pragma_index_info(m.name) i) AS cols FROM"
-	    " sqlite_schema m WHERE m.type = 'index' AND m.name IN"
-	    " ('flows_name', 'flows_sni', 'dns_queries_sandbox_ts',"
-	    " 'dns_queries_qname', 'flows_tuple', 'flows_ts', 'dns_queries_ts',"
-	    " 'lost_records_ts') ORDER BY m.name)", buf, sizeof(buf)),
-	    "dns_queries_qname:qname dns_queries_sandbox_ts:sandbox,ts"
-	    " dns_queries_ts:ts flows_name:name flows_sni:sni flows_ts:ts"
-	    " flows_tuple:src_ip,src_port,dst_ip,dst_port"
-	    " lost_records_ts:ts");
+	    " sqlite_schema m WHERE m.type = 'index' ORDER BY m.name)", buf,
+	    sizeof(buf)),
+	    "dns_queries_sandbox_ts:sandbox,ts dns_queries_ts:ts"
+	    " flows_dst:dst_ip,dst_port flows_sandbox_ts:sandbox,ts"
+	    " flows_ts:ts flows_tuple:src_ip,src_port,dst_ip,dst_port"
+	    " flows_verdict_ts:verdict,ts lost_records_ts:ts"
+	    " policies_sandbox:sandbox,ts");
 	sqlite3_close(db);
 	store_close(s);
 }
@@ -1456,7 +1456,8 @@ test_reopen_keeps_rows(void **state)
 	    " sni = 'example.com'"), 1);
 	assert_int_equal(path_count(fx->path, "SELECT deleted_us FROM"
 	    " sandboxes WHERE name = 'task-a'"), 3);
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 }
 
 /*
@@ -1545,7 +1546,8 @@ test_upgrade_from_v1(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
@@ -1623,7 +1625,8 @@ test_upgrade_from_v1(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	sqlite3_close(db);
 }
 
@@ -1677,7 +1680,8 @@ test_upgrade_from_v2(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
@@ -1765,7 +1769,8 @@ test_upgrade_from_v2(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	sqlite3_close(db);
 }
 
@@ -1850,7 +1855,8 @@ test_upgrade_from_v3(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
@@ -1914,7 +1920,8 @@ test_upgrade_from_v3(void **state)
 	store_close(open_ok(fx->path, NULL));
 	db = peer_open(fx->path);
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	sqlite3_close(db);
 }
 
@@ -1949,7 +1956,8 @@ test_upgrade_v3_is_one_transaction(void **state)
 	sqlite3_close(db);
 
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
 	    " WHERE end_ts IS NULL AND bytes_out IS NULL"), 2);
 }
@@ -1981,7 +1989,8 @@ test_upgrade_chain_to_v4_is_one_transaction(void **state)
 	sqlite3_close(db);
 
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
 	    " WHERE name IS NULL AND sni IS NULL AND end_ts IS NULL"), 2);
 }
@@ -2017,7 +2026,8 @@ test_upgrade_is_one_transaction(void **state)
 	peer_exec(db, "DROP VIEW dns_log");
 	sqlite3_close(db);
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
 	    " WHERE name IS NULL AND sni IS NULL AND app IS NULL"), 2);
 }
@@ -2051,9 +2061,11 @@ test_upgrade_v2_is_one_transaction(void **state)
 	sqlite3_close(db);
 
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
+	/* Version 3 made flows_sni, version 5 took it away again. */
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
-	    " pragma_index_info('flows_sni') WHERE name = 'sni'"), 1);
+	    " sqlite_schema WHERE name = 'flows_sni'"), 0);
 }
 
 /*
@@ -2086,6 +2098,75 @@ test_upgrade_chain_is_one_transaction(void **state)
 	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
 	sqlite3_close(db);
 }
+/*
+ * A database as sluice version 4 left it: a new one with the name indexes
+ * version 5 dropped, rows in the tables. With drop_sni, an operator had
+ * already dropped one of them.
+ */
+static void
+make_v4(const char *path, bool drop_sni)
+{
+	char wal[192], buf[16];
+	sqlite3 *db;
+
+	/* A previous round's file and its WAL go first. */
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	(void)unlink(path);
+	(void)unlink(wal);
+	store_close(open_ok(path, NULL));
+	db = peer_open(path);
+	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
+	    sizeof(buf)), "wal");
+	peer_exec(db, "BEGIN");
+	peer_exec(db, "CREATE INDEX dns_queries_qname ON dns_queries(qname);"
+	    "CREATE INDEX flows_name ON flows(name);"
+	    "CREATE INDEX flows_sni ON flows(sni);"
+	    "PRAGMA user_version = 4");
+	if (drop_sni)
+		peer_exec(db, "DROP INDEX flows_sni");
+	peer_exec(db, "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port,"
+	    " dst_ip, dst_port, verdict, reason, name, sni) VALUES"
+	    " (1700000000123456, 'task-a', 'tcp', '10.77.0.2', 40000,"
+	    " '192.0.2.10', 443, 'allow', 'sni_allowed', 'api.example.com',"
+	    " 'api.example.com')");
+	peer_exec(db, "INSERT INTO dns_queries (ts, sandbox, proto, src_ip,"
+	    " src_port, qname, qtype, verdict, reason) VALUES"
+	    " (1700000000000000, 'task-a', 'udp', '10.77.0.2', 53000,"
+	    " 'api.example.com', 'A', 'allow', 'allowed_domain')");
+	peer_exec(db, "COMMIT");
+	sqlite3_close(db);
+}
+
+/* 4 -> 5 drops the name indexes and keeps the rows, with or without them. */
+static void
+test_upgrade_from_v4(void **state)
+{
+	struct fixture *fx = *state;
+	char want[8192], got[8192], want_sql[8192], got_sql[8192];
+	int drop_sni;
+	sqlite3 *db;
+
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
+	for (drop_sni = 0; drop_sni <= 1; drop_sni++) {
+		make_v4(fx->path, drop_sni);
+		assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+		    " sqlite_schema WHERE name IN ('dns_queries_qname',"
+		    " 'flows_name', 'flows_sni')"), 3 - drop_sni);
+		store_close(open_ok(fx->path, NULL));
+
+		db = peer_open(fx->path);
+		assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
+		assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+		assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+		    want_sql);
+		assert_int_equal(query_int(db, "SELECT count(*) FROM flows"
+		    " WHERE sni = 'api.example.com'"), 1);
+		assert_int_equal(query_int(db, "SELECT count(*) FROM"
+		    " dns_queries WHERE qname = 'api.example.com'"), 1);
+		sqlite3_close(db);
+	}
+}
+
 static void
 test_newer_schema_refused(void **state)
 {
@@ -2094,19 +2175,19 @@ test_newer_schema_refused(void **state)
 	sqlite3 *db;
 
 	db = peer_open(fx->path);
-	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 5");
+	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 6");
 	sqlite3_close(db);
 
 	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: database schema version 5 is newer"
-	    " than this sluice (4)", fx->path);
+	snprintf(want, sizeof(want), "%s: database schema version 6 is newer"
+	    " than this sluice (5)", fx->path);
 	assert_string_equal(err, want);
 
 	/* Refused before anything was changed. */
 	db = peer_open(fx->path);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "delete");
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 6);
 	sqlite3_close(db);
 }
 
@@ -3118,7 +3199,8 @@ test_open_truncated(void **state)
 	/* An empty file is a new database. */
 	assert_int_equal(truncate(fx->path, 0), 0);
 	store_close(open_ok(fx->path, NULL));
-	assert_int_equal(path_count(fx->path, "PRAGMA user_version"), 4);
+	assert_int_equal(path_count(fx->path, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
 }
 
 static void
@@ -3168,6 +3250,8 @@ main(void)
 		    test_upgrade_v2_is_one_transaction, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_upgrade_chain_is_one_transaction, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v4, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_db_refused, setup,

@@ -32,8 +32,20 @@ BN_HTTPS=192.0.2.10
 BN_IPERF=192.0.2.30
 BN_DNS=198.51.100.53
 BN_NAME=a.test
+# Three more HTTP addresses, n1.fill.test..n3.fill.test: with a.test's,
+# enough distinct tuples for 100,000 tracked connections (run.sh's fill).
+BN_FILL_ADDRS="192.0.2.11 192.0.2.12 192.0.2.13"
 BN_PROXY_PORT=8888
 BN_DC_PORT=5300
+
+# The fill names' host records, for the authoritative dnsmasq.
+_bn_fill_records() {
+	local a i=1
+	for a in $BN_FILL_ADDRS; do
+		printf -- '--host-record=n%d.fill.test,%s ' "$i" "$a"
+		i=$((i + 1))
+	done
+}
 
 # _bn_ns NAME: a namespace with lo up, no IPv6, client ports from 1024 so
 # that a few seconds of connections never reuse a 4-tuple.
@@ -96,6 +108,7 @@ http {
 	}
 	server {
 		listen $BN_HTTPS:80 backlog=4096;
+$(for a in $BN_FILL_ADDRS; do printf '\t\tlisten %s:80;\n' "$a"; done)
 		server_name _;
 		location / { return 200 "hello from \$host on port 80\n"; }
 	}
@@ -111,11 +124,13 @@ _bn_tls_answers() {
 	[ "$out" = "hello from a.test" ]
 }
 
+# _bn_dns_answers NS SERVER [PORT [NAME ADDR]]: SERVER answers NAME (a.test)
+# with ADDR (a.test's) alone, asked from NS.
 _bn_dns_answers() {
 	local out
 	out=$(ip netns exec "$1" dig +short +time=1 +tries=1 -p "${3:-53}" \
-	    @"$2" "$BN_NAME" A 2>/dev/null) || return 1
-	[ "$out" = "$BN_HTTPS" ]
+	    @"$2" "${4:-$BN_NAME}" A 2>/dev/null) || return 1
+	[ "$out" = "${5:-$BN_HTTPS}" ]
 }
 
 # _bn_stateful NS: B1's ruleset: conntrack with established-accept, new
@@ -147,7 +162,7 @@ bn_bed_up() {
 	local inet=$TB_NETNS_INET g1="${P}-g1" g2="${P}-g2" a
 	_bn_ns "$inet" || return 1
 	ip netns exec "$inet" sysctl -qw net.ipv4.ip_forward=1
-	for a in $BN_HTTPS $BN_IPERF $BN_DNS; do
+	for a in $BN_HTTPS $BN_IPERF $BN_DNS $BN_FILL_ADDRS; do
 		ip -n "$inet" addr add "$a/32" dev lo || return 1
 	done
 	_tb_make_tls || return 1
@@ -159,7 +174,7 @@ bn_bed_up() {
 	    --pid-file="$TB_DIR/dns-auth.pid" --bind-interfaces \
 	    --listen-address="$BN_DNS" --no-resolv --no-hosts --no-poll \
 	    --cache-size=0 --local-ttl=600 --dns-forward-max=1000 \
-	    --host-record="$BN_NAME,$BN_HTTPS" --address=/#/
+	    --host-record="$BN_NAME,$BN_HTTPS" $(_bn_fill_records) --address=/#/
 	_tb_bg "$inet" iperf3 "$TB_DIR/iperf3.out" iperf3 -s -B "$BN_IPERF" -p 5201
 
 	_bn_gateway 0 || return 1
@@ -262,7 +277,7 @@ for s in d if isinstance(d, list) else d.get("sandboxes", []):
 
 # bn_resolve_s: makes (or refreshes) s1's binding of a.test.
 bn_resolve_s() {
-	_bn_dns_answers "${P}-s1" "$BN_S_GW"
+	_bn_dns_answers "${P}-s1" "$BN_S_GW" 53 "${1:-$BN_NAME}" "${2:-$BN_HTTPS}"
 }
 
 # The client namespace of a configuration.

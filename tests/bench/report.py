@@ -365,10 +365,16 @@ def main():
             f"{m['tag']}: RSS {m['rss_kib'] / 1024:.1f} MiB (peak {m['hwm_kib'] / 1024:.1f}), "
             f"{m['sandboxes']} sandboxes, {m['conntrack']:,} conntrack entries in the gateway, "
             f"{m['flows_total']:,} flow rows so far" for m in mems) + ".")
-        last = next((m for m in mems if m["tag"] == "after-sandboxes"), mems[-1])
-        target(f"sluiced RSS at {last['sandboxes']} sandboxes, "
+        # The target's point: 1,000 sandboxes and 100,000 tracked flows.
+        # The peak RSS over the run so far; short of either count the
+        # target counts as missed, whatever the memory.
+        last = next((m for m in mems if m["tag"] == "tracked"),
+                    next((m for m in mems if m["tag"] == "after-sandboxes"), mems[-1]))
+        reached = last["sandboxes"] >= 1000 and last["conntrack"] >= 100000
+        target(f"sluiced RSS (peak) at {last['sandboxes']} sandboxes, "
                f"{last['conntrack']:,} tracked connections (MiB)",
-               [last["hwm_kib"] / 1024], "< 64", lambda m: m < 64, 1)
+               [last["hwm_kib"] / 1024], "< 64 at 1,000 and 100,000",
+               lambda m: m < 64 and reached, 1)
     w("")
 
     # -------------------------------------------------------- targets

@@ -11,7 +11,9 @@
 # Environment: SLUICED, SLUICE, CONNBENCH (programs; default build/),
 # BENCH_REPS (5), BENCH_SECS (2, per load), BENCH_LAT_SECS (1.5),
 # BENCH_SANDBOXES (1000), BENCH_SANDBOX_TIME (90 s for adding them),
-# BENCH_ENTRIES (10000), BENCH_DEADLINE (540 s: later phases are skipped,
+# BENCH_ENTRIES (10000), BENCH_TRACKED (100000 connections in the
+# gateway's conntrack for the memory target, filled for at most
+# BENCH_FILL_SECS, 30), BENCH_DEADLINE (540 s: later phases are skipped,
 # and say so, once a run has taken this long), BENCH_PERF (1: profile
 # sluiced with perf(1) under load, if perf works), BENCH_OUT.
 set -u
@@ -25,6 +27,8 @@ BENCH_LAT_RATE=${BENCH_LAT_RATE:-300}
 BENCH_SANDBOXES=${BENCH_SANDBOXES:-1000}
 BENCH_SANDBOX_TIME=${BENCH_SANDBOX_TIME:-90}
 BENCH_ENTRIES=${BENCH_ENTRIES:-10000}
+BENCH_TRACKED=${BENCH_TRACKED:-100000}
+BENCH_FILL_SECS=${BENCH_FILL_SECS:-30}
 BENCH_DEADLINE=${BENCH_DEADLINE:-540}
 BENCH_PERF=${BENCH_PERF:-1}
 BENCH_OUT=${BENCH_OUT:-$REPO/tests/bench/results}
@@ -197,19 +201,21 @@ s_after() {
 	    "\"s_dns_paused\": $((paused - SB_PAUSED))")
 }
 
-# conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's client.
+# conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's
+# client, to a.test or to CONN_NAME at CONN_ADDR.
 conn() {
 	local cfg=$1 mode=$2 conc=$3 rate=$4 secs=$5 ns port=443 out pid t_end
 	local -a args
 	shift 5
 	[ "$mode" = http ] && port=80
 	ns=$(bn_client_ns "$cfg")
-	args=(-m "$mode" -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin"
+	args=(-m "$mode" -a "${CONN_ADDR:-$BN_HTTPS}" -p "$port"
+	    -n "${CONN_NAME:-$BN_NAME}" -H "$TB_DIR/hello.bin"
 	    -c "$conc" -d "$secs" -t 3000)
 	[ "$rate" != 0 ] && args+=(-r "$rate")
 	[ "$cfg" = P ] && args+=(-x "10.214.2.1:$BN_PROXY_PORT")
 	if [ "$cfg" = S ]; then
-		bn_resolve_s >/dev/null 2>&1
+		bn_resolve_s "${CONN_NAME:-}" "${CONN_ADDR:-}" >/dev/null 2>&1
 		s_before
 	fi
 	ip netns exec "$ns" "$CONNBENCH" "${args[@]}" > "$TB_DIR/cb.out" 2>"$TB_DIR/cb.err" &
@@ -418,6 +424,47 @@ else
 	done
 	tb_sluice policy set "${P}-s1" "$TB_DIR/policy-10.json" >/dev/null
 	mem after-entries
+fi
+
+# Scale 3: the memory target's flow count. HTTP load through S
+# until the gateway's conntrack holds BENCH_TRACKED connections (closed
+# ones stay 120 s in TIME_WAIT), at most BENCH_FILL_SECS; then sluiced's
+# memory with them, their flow ends arriving, every sandbox present. A
+# new connection on a tuple in TIME_WAIT takes its entry over, connect()
+# picks even ports while they are free, and every sandbox is NATed to the
+# one uplink address: a server address and port holds about 32,000 of
+# them. So the sandbox's policy also allows *.fill.test for the fill, and
+# the load goes to a.test and then to n1..n3.fill.test, each at an
+# address of its own on the same nginx.
+if past_deadline; then
+	SKIPPED="$SKIPPED tracked"
+else
+	say "scale: filling conntrack to $BENCH_TRACKED connections"
+	"$TB_PY" - "$TB_DIR/policy-10.json" "$TB_DIR/policy-fill.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["network"]["allowedDomains"].append("*.fill.test")
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+	tb_sluice policy set "${P}-s1" "$TB_DIR/policy-fill.json" >/dev/null ||
+	    say "policy set fill failed"
+	fill=("$BN_NAME $BN_HTTPS")
+	i=1
+	for a in $BN_FILL_ADDRS; do
+		fill+=("n$i.fill.test $a")
+		i=$((i + 1))
+	done
+	t0=$(tb_time_ms)
+	i=0
+	while [ "$(bn_ct_count "$TB_NETNS_GW")" -lt "$BENCH_TRACKED" ] &&
+	    [ $(( $(tb_time_ms) - t0 )) -lt $((BENCH_FILL_SECS * 1000)) ]; do
+		read -r name addr <<< "${fill[$((i % ${#fill[@]}))]}"
+		CONN_NAME=$name CONN_ADDR=$addr conn S http 16 0 3 \
+		    '"phase": "fill"' '"test": "http_c16"'
+		i=$((i + 1))
+	done
+	tb_sluice policy set "${P}-s1" "$TB_DIR/policy-10.json" >/dev/null
+	mem tracked
 fi
 
 # Profiles of sluiced under S's heaviest connection load and under DNS,

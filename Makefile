@@ -79,7 +79,7 @@ adversarial: all
 
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
-ASAN_SCENARIOS ?= [1-4]*
+ASAN_SCENARIOS ?= [1-4]* 51*
 
 # The README's test command: set-up, build, unit tests (plain and under
 # ASan+UBSan), the scenarios, and part of them again with sanitized programs.

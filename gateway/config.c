@@ -241,7 +241,7 @@ load_config_file(struct gw_config *cfg, const char *path)
 			json_array_foreach(v, i, e) {
 				if (!json_is_string(e))
 					goto badtype;
-				if (set_opt(cfg, o->val, strdup(json_string_value(e)),
+				if (set_opt(cfg, o->val, json_string_value(e),
 				    key) == -1)
 					goto bad;
 			}
@@ -264,7 +264,7 @@ load_config_file(struct gw_config *cfg, const char *path)
 		}
 		if (!json_is_string(v))
 			goto badtype;
-		if (set_opt(cfg, o->val, strdup(json_string_value(v)), key) == -1)
+		if (set_opt(cfg, o->val, json_string_value(v), key) == -1)
 			goto bad;
 		continue;
 badtype:
@@ -272,11 +272,20 @@ badtype:
 		    key);
 		goto bad;
 	}
-	json_decref(root);
+	/* The values stay where they are: cfg keeps the document. */
+	cfg->file = root;
 	return 0;
 bad:
 	json_decref(root);
 	return -1;
+}
+
+/* What gw_config_parse kept; cfg's strings from the file go with it. */
+void
+gw_config_free(struct gw_config *cfg)
+{
+	json_decref(cfg->file);
+	cfg->file = NULL;
 }
 
 /*

@@ -126,6 +126,9 @@ struct gw_config {
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
+	/* The config file's JSON (a json_t), kept: string values point into
+	 * it, the others into argv or are literals. gw_config_free. */
+	void		*file;
 };
 
 /* A sandbox's fairness state (limits.c). */
@@ -197,6 +200,10 @@ struct gw {
 	struct nfq_classifier	*classifier;
 	struct nfq_ct		*ct;		/* conntrack destroy events */
 	struct gw_capture	*capture;	/* --capture-denied, or NULL */
+	/* The config documents (json_t) that reloaded live strings point
+	 * into: cfg.dns_upstream, cfg.capture_denied. Held while they do. */
+	void			*upstream_file;
+	void			*capture_file;
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
@@ -243,6 +250,7 @@ void gw_unlock(struct gw *gw);
 
 /* config.c */
 int gw_config_parse(struct gw_config *cfg, int argc, char **argv);
+void gw_config_free(struct gw_config *cfg);
 
 /* netns.c: running programs and working in the gateway namespace. */
 int gw_run(char *const argv[], const char *input, char *err, size_t errlen);

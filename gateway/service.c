@@ -18,6 +18,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "gateway/capture.h"
 #include "gateway/log.h"
 #include "gateway/service.h"
@@ -649,7 +651,7 @@ same_str(const char *a, const char *b)
 void
 gw_service_reload(struct gw *gw, int argc, char **argv)
 {
-	struct gw_config nc;
+	struct gw_config nc = { 0 };
 	struct gw_config_change ch[64];
 	struct gw_capture *cap = NULL;
 	uint32_t up[DNS_UPSTREAM_MAX];
@@ -700,6 +702,8 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 		memcpy(gw->cfg.dns_upstream, nc.dns_upstream,
 		    sizeof(gw->cfg.dns_upstream));
 		gw->cfg.ndns = nc.ndns;
+		json_decref(gw->upstream_file);
+		gw->upstream_file = json_incref(nc.file);
 	}
 	gw->cfg.dns_ttl_min = nc.dns_ttl_min;
 	gw->cfg.dns_ttl_max = nc.dns_ttl_max;
@@ -724,6 +728,8 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 		gw_capture_close(gw->capture);
 		gw->capture = cap;
 		gw->cfg.capture_denied = nc.capture_denied;
+		json_decref(gw->capture_file);
+		gw->capture_file = json_incref(nc.file);
 	}
 	log_info("reload: %zu change(s) applied, %zu need a restart%s; "
 	    "sandboxes are not re-read from %s (%zu running: the control "
@@ -731,5 +737,7 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 	    n == 0 ? " (nothing changed)" : "", gw->cfg.state_dir,
 	    gw->nsandboxes);
 done:
+	/* What nc holds goes, but for the documents adopted strings hold. */
+	gw_config_free(&nc);
 	send_status(gw, "READY=1\n");
 }

@@ -5,7 +5,8 @@
 #   DIR=PATH         the directory of scenarios (default tests/scenarios;
 #                    tests/adversarial holds the attack techniques)
 #   SCENARIOS=GLOB   run only the scenarios whose file name (with or without
-#                    .sh) matches GLOB, e.g. SCENARIOS='0[0-3]*'
+#                    .sh) matches GLOB, e.g. SCENARIOS='0[0-3]*'; several
+#                    globs separated by spaces: any of them
 #   V=1              print every scenario's output, not only a failure's
 #   TB_TIMEOUT=S     seconds one scenario may take (default 120)
 #   TB_KEEP=1        keep each run's TB_DIR (logs, records, flows.db)
@@ -53,15 +54,25 @@ reap() {
 	: > "$state"
 }
 
+# matches NAME: NAME matches one of the globs.
+matches() {
+	local g
+	for g in "${globs[@]}"; do
+		# shellcheck disable=SC2254 # GLOB is a pattern on purpose
+		case $1 in $g) return 0 ;; esac
+	done
+	return 1
+}
+set -f
+read -r -a globs <<< "$glob"
+set +f
+
 npass=0 nfail=0 nskip=0 failed=""
 for f in "$dir"/*.sh; do
 	[ -e "$f" ] || continue
 	base=${f##*/}
 	name=${base%.sh}
-	# shellcheck disable=SC2254 # GLOB is a pattern on purpose
-	case $base in $glob) ;; *)
-		case $name in $glob) ;; *) continue ;; esac ;;
-	esac
+	matches "$base" || matches "$name" || continue
 	log=$out/$name.log
 	t0=$(date +%s)
 	# timeout signals its whole process group, so helpers the scenario

@@ -65,6 +65,18 @@ int cli_usage_error(const struct cli *cli, const char *fmt, ...)
 int cli_option_error(const struct cli *cli, int c, char **argv,
     const char *optstring);
 /*
+ * The default case of every action's getopt_long loop (optstring "-:...",
+ * so that operands come as c == 1 in their place): -h prints the help;
+ * an operand goes to operand[*got] while the action takes fewer than n
+ * (n may be 0), else it is "unexpected"; anything else is an option error.
+ * cli_opt_operands takes what getopt_long left after "--" the same way.
+ * Both return -1 to go on, or the EXIT_* code the action should return.
+ */
+int cli_opt_default(const struct cli *cli, int c, char **argv,
+    const char *optstring, const char **operand, int n, int *got);
+int cli_opt_operands(const struct cli *cli, int argc, char **argv,
+    const char **operand, int n, int *got);
+/*
  * Parses an action that takes exactly n operands (named what[0..n-1] in
  * errors) and no options but -h into operand[]. Returns -1 to go on, or
  * the EXIT_* code to return: EXIT_OK after printing help, EXIT_USAGE after

@@ -1062,7 +1062,7 @@ parse_args(int argc, char **argv, const struct cli *cli, struct log_opts *o)
 	const char *since = NULL, *env;
 	struct timespec now;
 	char *end;
-	int c;
+	int c, rc, nop = 0;
 
 	memset(o, 0, sizeof(*o));
 	optind = 0;
@@ -1105,19 +1105,14 @@ parse_args(int argc, char **argv, const struct cli *cli, struct log_opts *o)
 		case OPT_DNS:
 			o->dns = true;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    NULL, 0, &nop)) != -1)
+				return rc;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+		return rc;
 
 	if (o->db_path == NULL) {
 		env = getenv("SLUICE_DB");

@@ -138,7 +138,7 @@ policy_check(int argc, char **argv, const struct cli *cli)
 	struct policy *p;
 	bool strict = false;
 	size_t nw = 0, i;
-	int c, rc;
+	int c, rc, nop = 0;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -146,25 +146,14 @@ policy_check(int argc, char **argv, const struct cli *cli)
 		case OPT_STRICT:
 			strict = true;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			if (file != NULL)
-				return cli_usage_error(cli,
-				    "unexpected argument '%s'", optarg);
-			file = optarg;
-			break;
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    &file, 1, &nop)) != -1)
+				return rc;
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (file != NULL)
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    argv[optind]);
-		file = argv[optind];
-	}
+	if ((rc = cli_opt_operands(cli, argc, argv, &file, 1, &nop)) != -1)
+		return rc;
 	if (file == NULL)
 		return cli_usage_error(cli, "missing FILE");
 
@@ -438,7 +427,7 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 	int64_t since_us = 0, left_out[2], known = 0;
 	bool strict = false;
 	size_t i;
-	int c, rc;
+	int c, rc, nop = 0;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -458,19 +447,14 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 		case OPT_STRICT:
 			strict = true;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    NULL, 0, &nop)) != -1)
+				return rc;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+		return rc;
 	if (sandbox == NULL)
 		return cli_usage_error(cli, "missing --sandbox NAME");
 	if (!cli_name_ok(sandbox))

@@ -114,7 +114,7 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 	};
 	static const char optstring[] = "-:jh";
 	struct in_addr in;
-	int c;
+	int c, rc, nop = 0;
 
 	memset(a, 0, sizeof(*a));
 	a->o.ttl_min = TTL_MIN_DEFAULT;
@@ -157,25 +157,14 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 				    "a number of seconds (0 to 86400)",
 				    argv[optind - 1], optarg);
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			if (a->trace != NULL)
-				return cli_usage_error(cli,
-				    "unexpected argument '%s'", optarg);
-			a->trace = optarg;
-			break;
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    &a->trace, 1, &nop)) != -1)
+				return rc;
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (a->trace != NULL)
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    argv[optind]);
-		a->trace = argv[optind];
-	}
+	if ((rc = cli_opt_operands(cli, argc, argv, &a->trace, 1, &nop)) != -1)
+		return rc;
 	if (a->policy == NULL)
 		return cli_usage_error(cli, "missing --policy FILE");
 	if (a->trace == NULL)

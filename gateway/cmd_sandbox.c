@@ -61,7 +61,7 @@ sandbox_add(int argc, char **argv, const struct cli *cli)
 	struct policy *p = NULL;
 	json_t *req = NULL, *reply = NULL, *sb;
 	json_error_t jerr;
-	int c, rc;
+	int c, rc, nop = 0;
 
 	optind = 0;
 	/* "-": operands come back in order as 1, so NAME may stand anywhere
@@ -74,25 +74,14 @@ sandbox_add(int argc, char **argv, const struct cli *cli)
 		case OPT_NETNS:
 			netns = optarg;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			if (name != NULL)
-				return cli_usage_error(cli,
-				    "unexpected argument '%s'", optarg);
-			name = optarg;
-			break;
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    &name, 1, &nop)) != -1)
+				return rc;
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (name != NULL)
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    argv[optind]);
-		name = argv[optind];
-	}
+	if ((rc = cli_opt_operands(cli, argc, argv, &name, 1, &nop)) != -1)
+		return rc;
 	if (name == NULL)
 		return cli_usage_error(cli, "missing NAME");
 	if (file == NULL)

@@ -204,7 +204,7 @@ stats_run(int argc, char **argv, const struct cli *cli)
 	json_t *req = NULL, *reply = NULL;
 	const char *text;
 	bool json = false, prometheus = false;
-	int c, rc;
+	int c, rc, nop = 0;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -215,19 +215,14 @@ stats_run(int argc, char **argv, const struct cli *cli)
 		case OPT_PROMETHEUS:
 			prometheus = true;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    NULL, 0, &nop)) != -1)
+				return rc;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+		return rc;
 	if (json && prometheus)
 		return cli_usage_error(cli, "-j and --prometheus exclude each "
 		    "other");

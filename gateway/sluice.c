@@ -241,6 +241,45 @@ cli_option_error(const struct cli *cli, int c, char **argv,
 	return cli_usage_error(cli, "%s", msg);
 }
 
+/* One more operand into operand[*got], if the action takes one more. */
+static int
+take_operand(const struct cli *cli, const char *arg, const char **operand,
+    int n, int *got)
+{
+	if (*got == n)
+		return cli_usage_error(cli, "unexpected argument '%s'", arg);
+	operand[(*got)++] = arg;
+	return -1;
+}
+
+int
+cli_opt_default(const struct cli *cli, int c, char **argv,
+    const char *optstring, const char **operand, int n, int *got)
+{
+	switch (c) {
+	case 'h':
+		cli_action_help(stdout, cli);
+		return EXIT_OK;
+	case 1:
+		return take_operand(cli, optarg, operand, n, got);
+	default:
+		return cli_option_error(cli, c, argv, optstring);
+	}
+}
+
+int
+cli_opt_operands(const struct cli *cli, int argc, char **argv,
+    const char **operand, int n, int *got)
+{
+	int rc;
+
+	for (; optind < argc; optind++)
+		if ((rc = take_operand(cli, argv[optind], operand, n,
+		    got)) != -1)
+			return rc;
+	return -1;
+}
+
 /*
  * Parses the arguments of an action whose only flag is -j/--json and that
  * takes no operands. Returns -1 to go on, or the EXIT_* code the action
@@ -255,7 +294,7 @@ cli_parse_json_flag(int argc, char **argv, const struct cli *cli, bool *json)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char optstring[] = "-:jh";
-	int c;
+	int c, rc, nop = 0;
 
 	*json = false;
 	optind = 0;
@@ -264,19 +303,14 @@ cli_parse_json_flag(int argc, char **argv, const struct cli *cli, bool *json)
 		case 'j':
 			*json = true;
 			break;
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    optarg);
 		default:
-			return cli_option_error(cli, c, argv, optstring);
+			if ((rc = cli_opt_default(cli, c, argv, optstring,
+			    NULL, 0, &nop)) != -1)
+				return rc;
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(cli, "unexpected argument '%s'",
-		    argv[optind]);
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+		return rc;
 	return -1;
 }
 
@@ -313,30 +347,15 @@ cli_operands(int argc, char **argv, const struct cli *cli, const char **operand,
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char optstring[] = "-:h";
-	int c, got = 0;
+	int c, rc, got = 0;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			cli_action_help(stdout, cli);
-			return EXIT_OK;
-		case 1:
-			if (got == n)
-				return cli_usage_error(cli,
-				    "unexpected argument '%s'", optarg);
-			operand[got++] = optarg;
-			break;
-		default:
-			return cli_option_error(cli, c, argv, optstring);
-		}
-	}
-	for (; optind < argc; optind++) {
-		if (got == n)
-			return cli_usage_error(cli, "unexpected argument '%s'",
-			    argv[optind]);
-		operand[got++] = argv[optind];
-	}
+	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1)
+		if ((rc = cli_opt_default(cli, c, argv, optstring, operand, n,
+		    &got)) != -1)
+			return rc;
+	if ((rc = cli_opt_operands(cli, argc, argv, operand, n, &got)) != -1)
+		return rc;
 	if (got < n)
 		return cli_usage_error(cli, "missing %s", what[got]);
 	return -1;

@@ -55,6 +55,35 @@ cli_option_error(const struct cli *cli, int c, char **argv,
 	return EXIT_USAGE;
 }
 
+int
+cli_opt_default(const struct cli *cli, int c, char **argv,
+    const char *optstring, const char **operand, int n, int *got)
+{
+	(void)cli;
+	(void)c;
+	(void)argv;
+	(void)optstring;
+	(void)operand;
+	(void)n;
+	(void)got;
+	fail_msg("cli_opt_default called");
+	return EXIT_USAGE;
+}
+
+int
+cli_opt_operands(const struct cli *cli, int argc, char **argv,
+    const char **operand, int n, int *got)
+{
+	(void)cli;
+	(void)argc;
+	(void)argv;
+	(void)operand;
+	(void)n;
+	(void)got;
+	fail_msg("cli_opt_operands called");
+	return EXIT_USAGE;
+}
+
 void
 cli_print_json(const json_t *json)
 {

@@ -14,8 +14,10 @@
 #   S   ${P}-s1 10.213.0.2 ── ${P}-gw (sluiced, a sandbox) ── 198.51.100.2 ┘
 #
 #   ${P}-inet: 192.0.2.10 nginx (2 workers, no access log): TLS a.test :443,
-#              HTTP :80; 192.0.2.30 iperf3 :5201; 198.51.100.53 dnsmasq,
-#              authoritative for a.test (the upstream of sluiced, D, Dc).
+#              HTTP :80 (also on 192.0.2.11-13, the fill's); 192.0.2.30
+#              iperf3 :5201; 198.51.100.53 dnsmasq, authoritative for
+#              a.test, n1..n3.fill.test and *.w0.bench.example (the
+#              upstream of sluiced, D, Dc).
 #
 # B0 needs the internet to route 10.214.0.0/30 back (no NAT); the others
 # NAT to their uplink address like sluiced does. Each configuration has an
@@ -32,6 +34,8 @@ BN_HTTPS=192.0.2.10
 BN_IPERF=192.0.2.30
 BN_DNS=198.51.100.53
 BN_NAME=a.test
+# Answered for any name under it, at a.test's address: the DNS load's names.
+BN_WILD=w0.bench.example
 # Three more HTTP addresses, n1.fill.test..n3.fill.test: with a.test's,
 # enough distinct tuples for 100,000 tracked connections (run.sh's fill).
 BN_FILL_ADDRS="192.0.2.11 192.0.2.12 192.0.2.13"
@@ -174,7 +178,8 @@ bn_bed_up() {
 	    --pid-file="$TB_DIR/dns-auth.pid" --bind-interfaces \
 	    --listen-address="$BN_DNS" --no-resolv --no-hosts --no-poll \
 	    --cache-size=0 --local-ttl=600 --dns-forward-max=1000 \
-	    --host-record="$BN_NAME,$BN_HTTPS" $(_bn_fill_records) --address=/#/
+	    --host-record="$BN_NAME,$BN_HTTPS" $(_bn_fill_records) \
+	    --address="/$BN_WILD/$BN_HTTPS" --address=/#/
 	_tb_bg "$inet" iperf3 "$TB_DIR/iperf3.out" iperf3 -s -B "$BN_IPERF" -p 5201
 
 	_bn_gateway 0 || return 1

@@ -339,7 +339,15 @@ emit '{}' "\"phase\": \"meta\"" "\"date\": \"$(date -u '+%Y-%m-%d %H:%M UTC')\""
     head -n 1 | tr -d '"\\')), Linux $(uname -r)\""
 say "bed: internet, B0, B1, P (tinyproxy), D and Dc (dnsmasq)"
 bn_bed_up || { echo "bench: the test bed did not come up" >&2; exit 1; }
-printf '%s A\n' "$BN_NAME" > "$TB_DIR/queries.txt"
+# The DNS load: a.test and 99 names under *.w0.bench.example, an entry of
+# every S policy here; the authoritative server answers them all, and
+# every resolver's cache holds them all (dnsmasq's default is 150).
+{
+	printf '%s A\n' "$BN_NAME"
+	for ((i = 1; i < 100; i++)); do
+		printf 'n%d.%s A\n' "$i" "$BN_WILD"
+	done
+} > "$TB_DIR/queries.txt"
 policy "$TB_DIR/policy-10.json" 10
 policy "$TB_DIR/policy-big.json" "$BENCH_ENTRIES"
 say "bed: sluiced and sandbox ${P}-s1"
@@ -504,7 +512,7 @@ if [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null && ! past_deadline; then
 	bn_resolve_s >/dev/null 2>&1
 	profile "HTTP, 16 clients (connbench)" ip netns exec "${P}-s1" \
 	    "$CONNBENCH" -m http -a "$BN_HTTPS" -p 80 -n "$BN_NAME" -c 16 -d 3
-	profile "DNS (dnsperf -c 4 -q 100, a.test A)" ip netns exec "${P}-s1" \
+	profile "DNS (dnsperf -c 4 -q 100, 100 allowed names, A)" ip netns exec "${P}-s1" \
 	    dnsperf -s "$BN_S_GW" -d "$TB_DIR/queries.txt" -l 3 -c 4 -q 100
 fi
 

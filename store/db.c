@@ -163,17 +163,24 @@ static const char *const upgrade_sql[] = {
 _Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
     STORE_SCHEMA_VERSION - 1, "one upgrade per schema version");
 
-static const char flow_sql[] =
-	"INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"
-	" dst_port, verdict, reason, rule, policy_sha256, name, sni,"
-	" tls_version, alpn, http_method, http_host, http_path, app)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-	" ?14, ?15, ?16, ?17, ?18, ?19)";
-static const char dns_sql[] =
-	"INSERT INTO dns_queries (ts, sandbox, proto, src_ip, src_port, qname,"
-	" qtype, rcode, verdict, reason, rule, answers, stripped,"
-	" policy_sha256)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+/*
+ * The inserts of flows and DNS queries, made for 1 row and for
+ * MULTI_ROWS rows at once (insert_sql): a statement's own start and end
+ * cost as much as a row's insert (3.3 against 2.1 us a DNS row, one or
+ * eight to a statement, measured), and the writer takes runs of records
+ * of one kind in eights.
+ */
+#define FLOW_INSERT							\
+	"INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"	\
+	" dst_port, verdict, reason, rule, policy_sha256, name, sni,"	\
+	" tls_version, alpn, http_method, http_host, http_path, app) VALUES "
+#define FLOW_PARAMS	19
+#define DNS_INSERT							\
+	"INSERT INTO dns_queries (ts, sandbox, proto, src_ip, src_port,"	\
+	" qname, qtype, rcode, verdict, reason, rule, answers, stripped,"	\
+	" policy_sha256) VALUES "
+#define DNS_PARAMS	14
+#define MULTI_ROWS	8
 static const char sandbox_add_sql[] =
 	"INSERT INTO sandboxes (name, ifname, addr, created_us)"
 	" VALUES (?1, ?2, ?3, ?4)";
@@ -234,6 +241,8 @@ struct store_db {
 	sqlite3_stmt	*rollback;
 	sqlite3_stmt	*flow;
 	sqlite3_stmt	*dns;
+	sqlite3_stmt	*flow_multi;	/* MULTI_ROWS rows */
+	sqlite3_stmt	*dns_multi;
 	sqlite3_stmt	*sandbox_add;
 	sqlite3_stmt	*sandbox_del;
 	sqlite3_stmt	*policy;
@@ -443,9 +452,25 @@ rollback:
 	return -1;
 }
 
+/* head, then rows groups of params "?"s: "(?,?),(?,?)". */
+static const char *
+insert_sql(char *buf, size_t len, const char *head, int params, int rows)
+{
+	size_t n = (size_t)snprintf(buf, len, "%s", head);
+	int r, p;
+
+	for (r = 0; r < rows && n < len; r++)
+		for (p = 0; p < params && n < len; p++)
+			n += (size_t)snprintf(buf + n, len - n, "%s?%s",
+			    p > 0 ? "," : r > 0 ? ",(" : "(",
+			    p == params - 1 ? ")" : "");
+	return n < len ? buf : NULL;	/* NULL: prepare fails */
+}
+
 static int
 prepare(struct store_db *d)
 {
+	char flow1[1024], dns1[1024], flowk[1024], dnsk[1024];
 	const struct {
 		sqlite3_stmt	**st;
 		const char	 *sql;
@@ -453,8 +478,14 @@ prepare(struct store_db *d)
 		{ &d->begin, "BEGIN IMMEDIATE" },
 		{ &d->commit, "COMMIT" },
 		{ &d->rollback, "ROLLBACK" },
-		{ &d->flow, flow_sql },
-		{ &d->dns, dns_sql },
+		{ &d->flow, insert_sql(flow1, sizeof(flow1), FLOW_INSERT,
+		    FLOW_PARAMS, 1) },
+		{ &d->dns, insert_sql(dns1, sizeof(dns1), DNS_INSERT,
+		    DNS_PARAMS, 1) },
+		{ &d->flow_multi, insert_sql(flowk, sizeof(flowk), FLOW_INSERT,
+		    FLOW_PARAMS, MULTI_ROWS) },
+		{ &d->dns_multi, insert_sql(dnsk, sizeof(dnsk), DNS_INSERT,
+		    DNS_PARAMS, MULTI_ROWS) },
 		{ &d->sandbox_add, sandbox_add_sql },
 		{ &d->sandbox_del, sandbox_del_sql },
 		{ &d->policy, policy_sql },
@@ -468,7 +499,8 @@ prepare(struct store_db *d)
 
 	/* PERSISTENT: these live as long as the connection. */
 	for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++)
-		if (sqlite3_prepare_v3(d->db, stmts[i].sql, -1,
+		if (stmts[i].sql == NULL ||
+		    sqlite3_prepare_v3(d->db, stmts[i].sql, -1,
 		    SQLITE_PREPARE_PERSISTENT, stmts[i].st, NULL) != SQLITE_OK)
 			return -1;
 	return 0;
@@ -577,53 +609,63 @@ step_reset(sqlite3_stmt *st)
 	return rc;
 }
 
+/* A flow's FLOW_PARAMS values, from parameter o + 1 on. */
+static void
+bind_flow(sqlite3_stmt *st, int o, const struct store_flow *f)
+{
+	sqlite3_bind_int64(st, o + 1, f->ts_us);
+	bind_text(st, o + 2, f->sandbox, 1);
+	bind_text(st, o + 3, f->proto, 0);
+	bind_text(st, o + 4, f->src_ip, 0);
+	bind_port(st, o + 5, f->src_port);
+	bind_text(st, o + 6, f->dst_ip, 0);
+	bind_port(st, o + 7, f->dst_port);
+	bind_text(st, o + 8, f->verdict, 0);
+	bind_text(st, o + 9, f->reason, 0);
+	bind_text(st, o + 10, f->rule, 1);
+	bind_text(st, o + 11, f->policy_sha256, 1);
+	bind_text(st, o + 12, f->name, 1);
+	bind_text(st, o + 13, f->sni, 1);
+	bind_text(st, o + 14, f->tls_version, 1);
+	bind_text(st, o + 15, f->alpn, 1);
+	bind_text(st, o + 16, f->http_method, 1);
+	bind_text(st, o + 17, f->http_host, 1);
+	bind_text(st, o + 18, f->http_path, 1);
+	bind_text(st, o + 19, f->app, 1);
+}
+
+/* A DNS query's DNS_PARAMS values, from parameter o + 1 on. */
+static void
+bind_dns(sqlite3_stmt *st, int o, const struct store_dns *r)
+{
+	sqlite3_bind_int64(st, o + 1, r->ts_us);
+	bind_text(st, o + 2, r->sandbox, 1);
+	bind_text(st, o + 3, r->proto, 0);
+	bind_text(st, o + 4, r->src_ip, 0);
+	bind_port(st, o + 5, r->src_port);
+	bind_text(st, o + 6, r->qname, 0);
+	bind_text(st, o + 7, r->qtype, 0);
+	bind_text(st, o + 8, r->rcode, 1);
+	bind_text(st, o + 9, r->verdict, 0);
+	bind_text(st, o + 10, r->reason, 0);
+	bind_text(st, o + 11, r->rule, 1);
+	bind_text(st, o + 12, r->answers, 1);
+	bind_text(st, o + 13, r->stripped, 1);
+	bind_text(st, o + 14, r->policy_sha256, 1);
+}
+
 static int
 write_flow(struct store_db *d, const struct store_flow *f)
 {
-	sqlite3_stmt *st = d->flow;
-
-	sqlite3_bind_int64(st, 1, f->ts_us);
-	bind_text(st, 2, f->sandbox, 1);
-	bind_text(st, 3, f->proto, 0);
-	bind_text(st, 4, f->src_ip, 0);
-	bind_port(st, 5, f->src_port);
-	bind_text(st, 6, f->dst_ip, 0);
-	bind_port(st, 7, f->dst_port);
-	bind_text(st, 8, f->verdict, 0);
-	bind_text(st, 9, f->reason, 0);
-	bind_text(st, 10, f->rule, 1);
-	bind_text(st, 11, f->policy_sha256, 1);
-	bind_text(st, 12, f->name, 1);
-	bind_text(st, 13, f->sni, 1);
-	bind_text(st, 14, f->tls_version, 1);
-	bind_text(st, 15, f->alpn, 1);
-	bind_text(st, 16, f->http_method, 1);
-	bind_text(st, 17, f->http_host, 1);
-	bind_text(st, 18, f->http_path, 1);
-	bind_text(st, 19, f->app, 1);
-	return step_reset(st);
+	bind_flow(d->flow, 0, f);
+	return step_reset(d->flow);
 }
 
 static int
 write_dns(struct store_db *d, const struct store_dns *r)
 {
-	sqlite3_stmt *st = d->dns;
-
-	sqlite3_bind_int64(st, 1, r->ts_us);
-	bind_text(st, 2, r->sandbox, 1);
-	bind_text(st, 3, r->proto, 0);
-	bind_text(st, 4, r->src_ip, 0);
-	bind_port(st, 5, r->src_port);
-	bind_text(st, 6, r->qname, 0);
-	bind_text(st, 7, r->qtype, 0);
-	bind_text(st, 8, r->rcode, 1);
-	bind_text(st, 9, r->verdict, 0);
-	bind_text(st, 10, r->reason, 0);
-	bind_text(st, 11, r->rule, 1);
-	bind_text(st, 12, r->answers, 1);
-	bind_text(st, 13, r->stripped, 1);
-	bind_text(st, 14, r->policy_sha256, 1);
-	return step_reset(st);
+	bind_dns(d->dns, 0, r);
+	return step_reset(d->dns);
 }
 
 static int
@@ -724,6 +766,41 @@ write_rec(struct store_db *d, const struct store_rec *r)
 	return SQLITE_MISUSE;
 }
 
+/* The MULTI_ROWS records from ring index at are all flows or all queries. */
+static bool
+same_kind(const struct store_rec *ring, size_t cap, size_t at)
+{
+	enum store_rec_kind k = ring[at % cap].kind;
+	size_t i;
+
+	if (k != STORE_REC_FLOW && k != STORE_REC_DNS)
+		return false;
+	for (i = 1; i < MULTI_ROWS; i++)
+		if (ring[(at + i) % cap].kind != k)
+			return false;
+	return true;
+}
+
+/* Writes the MULTI_ROWS records from ring index at in one statement. */
+static int
+write_multi(struct store_db *d, const struct store_rec *ring, size_t cap,
+    size_t at)
+{
+	const struct store_rec *r = &ring[at % cap];
+	sqlite3_stmt *st = r->kind == STORE_REC_FLOW ? d->flow_multi :
+	    d->dns_multi;
+	int i;
+
+	for (i = 0; i < MULTI_ROWS; i++) {
+		r = &ring[(at + (size_t)i) % cap];
+		if (r->kind == STORE_REC_FLOW)
+			bind_flow(st, i * FLOW_PARAMS, &r->u.flow);
+		else
+			bind_dns(st, i * DNS_PARAMS, &r->u.dns);
+	}
+	return step_reset(st);
+}
+
 /* IMMEDIATE: take the write lock now, not halfway through the batch. */
 static int
 begin(struct store_db *d)
@@ -757,8 +834,12 @@ store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
 
 	if ((rc = begin(d)) != SQLITE_DONE)
 		return -1;
-	for (i = 0; i < n && rc == SQLITE_DONE; i++)
-		rc = write_rec(d, &ring[(head + i) % cap]);
+	for (i = 0; i < n && rc == SQLITE_DONE; )
+		if (n - i >= MULTI_ROWS && same_kind(ring, cap, head + i)) {
+			rc = write_multi(d, ring, cap, head + i);
+			i += MULTI_ROWS;
+		} else
+			rc = write_rec(d, &ring[(head + i++) % cap]);
 	if (rc == SQLITE_DONE)
 		rc = write_lost(d, lost, now_us);
 	return finish(d, rc);
@@ -812,6 +893,8 @@ store_db_close(struct store_db *d)
 	sqlite3_finalize(d->rollback);
 	sqlite3_finalize(d->flow);
 	sqlite3_finalize(d->dns);
+	sqlite3_finalize(d->flow_multi);
+	sqlite3_finalize(d->dns_multi);
 	sqlite3_finalize(d->sandbox_add);
 	sqlite3_finalize(d->sandbox_del);
 	sqlite3_finalize(d->policy);

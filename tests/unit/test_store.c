@@ -2248,6 +2248,116 @@ test_bad_paths(void **state)
 	store_close(NULL);
 }
 
+/*
+ * The writer puts runs of eight flows or eight queries into one statement
+ * each and the rest one by one: whatever the runs, every row has its own
+ * values (strings as long as they may be among them), rows keep the
+ * order they were queued in, a flow's end finds a flow written in such a
+ * run, and a small ring wraps in the middle of runs.
+ */
+static void
+test_runs_of_one_kind(void **state)
+{
+	struct fixture *fx = *state;
+	/* F flow, D query, E the end of the flow to port 5, S a sandbox */
+	static const char kinds[] =
+	    "FFFFFFFFFFFFFFFFFFFF" "DDD" "DDDDDDDD" "F" "E"
+	    "DDDDDDDDDDDDDDDDD" "S" "FFFFFFFFF" "DFDFDFDFDFDFDFDF"
+	    "FFFFFFFF" "DDDDDDDD" "FFFFFFFFFFFFFFFFFFFFFFFFF" "D";
+	const struct store_opts opts = { .queue_cap = 37 };
+	const int64_t base = 1700000000000000;
+	int nf = 0, nd = 0, long_paths = 0, long_answers = 0, rc;
+	struct store_flow_end e;
+	struct store_flow f;
+	struct store_dns d;
+	struct store *s;
+	char sql[512];
+	size_t i;
+
+	s = open_ok(fx->path, &opts);
+	for (i = 0; kinds[i] != '\0'; i++) {
+		do {
+			switch (kinds[i]) {
+			case 'F':
+				make_flow(&f, base + (int64_t)i, (int)i);
+				snprintf(f.rule, sizeof(f.rule), "rule-%zu", i);
+				snprintf(f.sni, sizeof(f.sni), "sni-%zu", i);
+				if (i % 3 == 0)
+					fill(f.http_path, sizeof(f.http_path),
+					    'a' + (int)(i % 26));
+				rc = store_put_flow(s, &f);
+				break;
+			case 'D':
+				make_dns(&d, base + (int64_t)i);
+				snprintf(d.qname, sizeof(d.qname), "q%zu.example",
+				    i);
+				d.src_port = (int)i;
+				if (i % 4 == 0)
+					fill(d.answers, sizeof(d.answers),
+					    'a' + (int)(i % 26));
+				rc = store_put_dns(s, &d);
+				break;
+			case 'E':
+				make_end(&e, base + (int64_t)i, "tcp",
+				    "10.77.0.2", 40000, "192.0.2.10", 5);
+				rc = store_put_flow_end(s, &e);
+				break;
+			default:
+				rc = store_put_sandbox(s, base + (int64_t)i,
+				    "task-r", "add", "sl-task-r", "10.77.0.6/30");
+			}
+			/* the small ring fills: wait for the writer */
+			if (rc == -1) {
+				assert_int_equal(errno, ENOBUFS);
+				usleep(1000);
+			}
+		} while (rc == -1);
+		nf += kinds[i] == 'F';
+		nd += kinds[i] == 'D';
+		long_paths += kinds[i] == 'F' && i % 3 == 0;
+		long_answers += kinds[i] == 'D' && i % 4 == 0;
+	}
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_close(s);
+
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    nf);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), nd);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM flows WHERE"
+	    " dst_port = ts - %lld AND rule = 'rule-' || dst_port AND"
+	    " sni = 'sni-' || dst_port AND src_ip = '10.77.0.2' AND"
+	    " reason = 'sni-allowed' AND policy_sha256 = 'ab' AND"
+	    " coalesce(http_path, '') = CASE WHEN dst_port %% 3 = 0 THEN"
+	    " replace(printf('%%.127c', '*'), '*', char(97 + dst_port %% 26))"
+	    " ELSE '' END", (long long)base);
+	assert_int_equal(path_count(fx->path, sql), nf);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE length(http_path) = 127"), long_paths);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM dns_queries WHERE"
+	    " src_port = ts - %lld AND qname = 'q' || src_port || '.example'"
+	    " AND qtype = 'A' AND rule = '*.example.com' AND"
+	    " answers = CASE WHEN src_port %% 4 = 0 THEN"
+	    " replace(printf('%%.399c', '*'), '*', char(97 + src_port %% 26))"
+	    " ELSE '192.0.2.10,192.0.2.11' END", (long long)base);
+	assert_int_equal(path_count(fx->path, sql), nd);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE length(answers) = 399"), long_answers);
+	/* in the order queued: ids rise with ts in each table */
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows a,"
+	    " flows b WHERE a.id < b.id AND a.ts > b.ts"), 0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries a, dns_queries b WHERE a.id < b.id AND a.ts > b.ts"),
+	    0);
+	/* the end went to the flow to port 5, queued in a run of twenty */
+	assert_int_equal(path_count(fx->path, "SELECT group_concat(dst_port)"
+	    " FROM flows WHERE end_state = 'closed' AND bytes_in = 20000"), 5);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE end_ts IS NOT NULL"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM sandboxes"
+	    " WHERE name = 'task-r'"), 1);
+}
+
 static void
 test_many_records(void **state)
 {
@@ -3259,6 +3369,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_not_a_database, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_paths, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_runs_of_one_kind, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_many_records, setup,
 		    teardown),

@@ -452,7 +452,7 @@ rollback:
 	return -1;
 }
 
-/* head, then rows groups of params "?"s: "(?,?),(?,?)". */
+/* head, then rows groups of params placeholders each: "(?,?),(?,?)". */
 static const char *
 insert_sql(char *buf, size_t len, const char *head, int params, int rows)
 {

@@ -466,8 +466,8 @@ EOF
 	i=0
 	while [ "$(bn_ct_count "$TB_NETNS_GW")" -lt "$BENCH_TRACKED" ] &&
 	    [ $(( $(tb_time_ms) - t0 )) -lt $((BENCH_FILL_SECS * 1000)) ]; do
-		read -r name addr <<< "${fill[$((i % ${#fill[@]}))]}"
-		CONN_NAME=$name CONN_ADDR=$addr conn S http 16 0 3 \
+		read -r fill_name fill_addr <<< "${fill[$((i % ${#fill[@]}))]}"
+		CONN_NAME=$fill_name CONN_ADDR=$fill_addr conn S http 16 0 3 \
 		    '"phase": "fill"' '"test": "http_c16"'
 		i=$((i + 1))
 	done

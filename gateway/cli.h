@@ -68,7 +68,8 @@ int cli_option_error(const struct cli *cli, int c, char **argv,
  * The default case of every action's getopt_long loop (optstring "-:...",
  * so that operands come as c == 1 in their place): -h prints the help;
  * an operand goes to operand[*got] while the action takes fewer than n
- * (n may be 0), else it is "unexpected"; anything else is an option error.
+ * (an action that takes none passes NULL, 0, NULL), else it is
+ * "unexpected"; anything else is an option error.
  * cli_opt_operands takes what getopt_long left after "--" the same way.
  * Both return -1 to go on, or the EXIT_* code the action should return.
  */

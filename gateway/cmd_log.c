@@ -1062,7 +1062,7 @@ parse_args(int argc, char **argv, const struct cli *cli, struct log_opts *o)
 	const char *since = NULL, *env;
 	struct timespec now;
 	char *end;
-	int c, rc, nop = 0;
+	int c, rc;
 
 	memset(o, 0, sizeof(*o));
 	optind = 0;
@@ -1107,11 +1107,11 @@ parse_args(int argc, char **argv, const struct cli *cli, struct log_opts *o)
 			break;
 		default:
 			if ((rc = cli_opt_default(cli, c, argv, optstring,
-			    NULL, 0, &nop)) != -1)
+			    NULL, 0, NULL)) != -1)
 				return rc;
 		}
 	}
-	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, NULL)) != -1)
 		return rc;
 
 	if (o->db_path == NULL) {

@@ -427,7 +427,7 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 	int64_t since_us = 0, left_out[2], known = 0;
 	bool strict = false;
 	size_t i;
-	int c, rc, nop = 0;
+	int c, rc;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -449,11 +449,11 @@ policy_suggest(int argc, char **argv, const struct cli *cli)
 			break;
 		default:
 			if ((rc = cli_opt_default(cli, c, argv, optstring,
-			    NULL, 0, &nop)) != -1)
+			    NULL, 0, NULL)) != -1)
 				return rc;
 		}
 	}
-	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, NULL)) != -1)
 		return rc;
 	if (sandbox == NULL)
 		return cli_usage_error(cli, "missing --sandbox NAME");

@@ -204,7 +204,7 @@ stats_run(int argc, char **argv, const struct cli *cli)
 	json_t *req = NULL, *reply = NULL;
 	const char *text;
 	bool json = false, prometheus = false;
-	int c, rc, nop = 0;
+	int c, rc;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -217,11 +217,11 @@ stats_run(int argc, char **argv, const struct cli *cli)
 			break;
 		default:
 			if ((rc = cli_opt_default(cli, c, argv, optstring,
-			    NULL, 0, &nop)) != -1)
+			    NULL, 0, NULL)) != -1)
 				return rc;
 		}
 	}
-	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, NULL)) != -1)
 		return rc;
 	if (json && prometheus)
 		return cli_usage_error(cli, "-j and --prometheus exclude each "

@@ -241,12 +241,13 @@ cli_option_error(const struct cli *cli, int c, char **argv,
 	return cli_usage_error(cli, "%s", msg);
 }
 
-/* One more operand into operand[*got], if the action takes one more. */
+/* One more operand into operand[*got], if the action takes one more;
+ * got may be NULL for an action that takes none (n 0). */
 static int
 take_operand(const struct cli *cli, const char *arg, const char **operand,
     int n, int *got)
 {
-	if (*got == n)
+	if (got == NULL || *got == n)
 		return cli_usage_error(cli, "unexpected argument '%s'", arg);
 	operand[(*got)++] = arg;
 	return -1;
@@ -294,7 +295,7 @@ cli_parse_json_flag(int argc, char **argv, const struct cli *cli, bool *json)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char optstring[] = "-:jh";
-	int c, rc, nop = 0;
+	int c, rc;
 
 	*json = false;
 	optind = 0;
@@ -305,11 +306,11 @@ cli_parse_json_flag(int argc, char **argv, const struct cli *cli, bool *json)
 			break;
 		default:
 			if ((rc = cli_opt_default(cli, c, argv, optstring,
-			    NULL, 0, &nop)) != -1)
+			    NULL, 0, NULL)) != -1)
 				return rc;
 		}
 	}
-	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, &nop)) != -1)
+	if ((rc = cli_opt_operands(cli, argc, argv, NULL, 0, NULL)) != -1)
 		return rc;
 	return -1;
 }

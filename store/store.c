@@ -27,18 +27,20 @@
 #define DAY_US			(86400LL * 1000000)
 
 /*
- * The ring is allocated whole and every slot gets used as it wraps, so
- * this is what a default queue costs, always.
+ * The ring is bytes: each record packed (below) behind an 8-byte header.
+ * It has room for a queue of records of ENT_AVG bytes and, whatever the
+ * queue's length, for 64 of the largest: a burst of long names fills it
+ * sooner and is refused like any full queue. Only what gets used is ever
+ * touched, and the ring starts over at its top whenever it empties.
  */
-#define RING_MEMORY_MAX		(32U << 20)
-_Static_assert(sizeof(struct store_rec) * STORE_QUEUE_DEFAULT <=
-    RING_MEMORY_MAX, "the default queue needs more than 32 MiB");
+#define ENT_AVG			384
+#define ENT_BIG			64
 
 /*
- * The ring holds records from tail to head; the writer writes a batch
- * from the head in place and only drops it from the ring once committed,
- * so a failed transaction loses nothing and needs no copy to put back.
- * Producers only ever write free slots, which the writer never reads.
+ * The ring holds records from head to tail; the writer unpacks a batch
+ * from the head and only drops it from the ring once committed, so a
+ * failed transaction loses nothing and needs no copy to put back.
+ * Producers only ever write free bytes, which the writer never reads.
  *
  * A refused record is counted in lost, and every transaction the writer
  * commits also writes what lost gained since the last one (lost_done)
@@ -51,10 +53,14 @@ struct store {
 	pthread_mutex_t		 lock;
 	pthread_cond_t		 wake;	/* writer: records, a flush, or stop */
 	pthread_cond_t		 done;	/* flushers: a batch was committed */
-	struct store_rec	*ring;
-	size_t			 cap;
-	size_t			 head;
+	unsigned char		*ring;
+	size_t			 bytes;	/* its size */
+	size_t			 head;	/* offset of the oldest entry */
+	size_t			 tail;	/* offset of the next one */
+	size_t			 used;	/* bytes in entries and pads */
+	size_t			 cap;	/* records at most */
 	size_t			 count;	/* in the ring, including in flight */
+	struct store_rec	*batch;	/* the writer's, unpacked: batch_max */
 	size_t			 batch_max;
 	unsigned		 flush_ms;
 	uint64_t		 flush_target;	/* write now until written >= */
@@ -76,6 +82,185 @@ struct store {
 	int			 batch_next;	/* records before purge chunks */
 };
 
+/*
+ * A packed record: every char array as a 2-byte length and its bytes,
+ * everything between them (numbers, static strings) as it lies in the
+ * struct. A DNS query's row packs into about 220 of its 1,400 bytes.
+ */
+struct field {
+	uint16_t	off;
+	uint16_t	size;
+};
+
+#define FIELD(type, m)	{ offsetof(type, m), sizeof(((type *)0)->m) }
+
+/* Each struct's char arrays, in the order they lie in it. */
+static const struct field flow_fields[] = {
+	FIELD(struct store_flow, sandbox), FIELD(struct store_flow, src_ip),
+	FIELD(struct store_flow, dst_ip), FIELD(struct store_flow, rule),
+	FIELD(struct store_flow, policy_sha256),
+	FIELD(struct store_flow, name), FIELD(struct store_flow, sni),
+	FIELD(struct store_flow, tls_version),
+	FIELD(struct store_flow, alpn), FIELD(struct store_flow, http_method),
+	FIELD(struct store_flow, http_host),
+	FIELD(struct store_flow, http_path), FIELD(struct store_flow, app),
+};
+static const struct field dns_fields[] = {
+	FIELD(struct store_dns, sandbox), FIELD(struct store_dns, src_ip),
+	FIELD(struct store_dns, qname), FIELD(struct store_dns, qtype),
+	FIELD(struct store_dns, rule), FIELD(struct store_dns, answers),
+	FIELD(struct store_dns, stripped),
+	FIELD(struct store_dns, policy_sha256),
+};
+static const struct field sandbox_fields[] = {
+	FIELD(struct store_sandbox_rec, name),
+	FIELD(struct store_sandbox_rec, ifname),
+	FIELD(struct store_sandbox_rec, addr),
+};
+static const struct field policy_fields[] = {
+	FIELD(struct store_policy_rec, sandbox),
+	FIELD(struct store_policy_rec, sha256),
+};
+static const struct field flow_end_fields[] = {
+	FIELD(struct store_flow_end, src_ip),
+	FIELD(struct store_flow_end, dst_ip),
+};
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+
+static const struct layout {
+	const struct field	*f;
+	size_t			 n;
+	size_t			 size;	/* of the struct */
+} layouts[STORE_REC_KINDS] = {
+	[STORE_REC_FLOW] = { flow_fields, NELEM(flow_fields),
+	    sizeof(struct store_flow) },
+	[STORE_REC_DNS] = { dns_fields, NELEM(dns_fields),
+	    sizeof(struct store_dns) },
+	[STORE_REC_SANDBOX] = { sandbox_fields, NELEM(sandbox_fields),
+	    sizeof(struct store_sandbox_rec) },
+	[STORE_REC_POLICY] = { policy_fields, NELEM(policy_fields),
+	    sizeof(struct store_policy_rec) },
+	[STORE_REC_FLOW_END] = { flow_end_fields, NELEM(flow_end_fields),
+	    sizeof(struct store_flow_end) },
+};
+
+/* An entry's header; size counts the header and is a multiple of 8. */
+struct ent {
+	uint32_t	size;
+	uint32_t	kind;	/* enum store_rec_kind, or ENT_PAD */
+};
+
+#define ENT_PAD		UINT32_MAX
+#define ALIGN8(n)	(((n) + 7) & ~(size_t)7)
+/* The largest entry: a length may take 2 bytes more than its array. */
+#define ENT_MAX		ALIGN8(sizeof(struct ent) + sizeof(struct store_rec) + \
+			    2 * NELEM(flow_fields))
+
+/* Packs src into dst; the length, or -1 when an array has no NUL. */
+static ssize_t
+pack(unsigned char *dst, const void *src, const struct layout *l)
+{
+	const unsigned char *p = src;
+	size_t at = 0, len, i, o = 0;
+	uint16_t n;
+
+	for (i = 0; i < l->n; i++) {
+		memcpy(dst + o, p + at, l->f[i].off - at);
+		o += l->f[i].off - at;
+		if ((len = strnlen((const char *)p + l->f[i].off,
+		    l->f[i].size)) == l->f[i].size)
+			return -1;
+		n = (uint16_t)len;
+		memcpy(dst + o, &n, sizeof(n));
+		memcpy(dst + o + sizeof(n), p + l->f[i].off, len);
+		o += sizeof(n) + len;
+		at = l->f[i].off + l->f[i].size;
+	}
+	memcpy(dst + o, p + at, l->size - at);
+	return (ssize_t)(o + l->size - at);
+}
+
+/* The inverse of pack: every array gets its string and a NUL. */
+static void
+unpack(void *dst, const unsigned char *src, const struct layout *l)
+{
+	unsigned char *p = dst;
+	size_t at = 0, i, o = 0;
+	uint16_t n;
+
+	for (i = 0; i < l->n; i++) {
+		memcpy(p + at, src + o, l->f[i].off - at);
+		o += l->f[i].off - at;
+		memcpy(&n, src + o, sizeof(n));
+		memcpy(p + l->f[i].off, src + o + sizeof(n), n);
+		p[l->f[i].off + n] = '\0';
+		o += sizeof(n) + n;
+		at = l->f[i].off + l->f[i].size;
+	}
+	memcpy(p + at, src + o, l->size - at);
+}
+
+static struct ent *
+ent_at(const struct store *s, size_t off)
+{
+	return (struct ent *)(void *)(s->ring + off);
+}
+
+/* The offset after the entry at off; the ring's top after its last. */
+static size_t
+ent_next(const struct store *s, size_t off)
+{
+	off += ent_at(s, off)->size;
+	if (off == s->bytes)
+		off = 0;
+	return off;
+}
+
+/* The offset of the first record at or after off (skips the pad). */
+static size_t
+ent_rec(const struct store *s, size_t off)
+{
+	return ent_at(s, off)->kind == ENT_PAD ? 0 : off;
+}
+
+/* Unpacks the record at off into r. */
+static void
+ent_get(const struct store *s, size_t off, struct store_rec *r)
+{
+	const struct ent *e = ent_at(s, off);
+
+	r->kind = (enum store_rec_kind)e->kind;
+	unpack(&r->u, s->ring + off + sizeof(*e), &layouts[e->kind]);
+}
+
+/*
+ * Where an entry of need bytes goes, or SIZE_MAX when the ring has no
+ * room for it; pads the end when it has to start over at the top. An
+ * entry never wraps, so the writer reads each in one piece. Lock held.
+ */
+static size_t
+reserve(struct store *s, size_t need)
+{
+	struct ent *pad;
+
+	if (s->used == 0)
+		s->head = s->tail = 0;
+	if (s->tail >= s->head && s->used < s->bytes) {
+		if (need <= s->bytes - s->tail)
+			return s->tail;
+		if (need > s->head)
+			return SIZE_MAX;
+		pad = ent_at(s, s->tail);
+		pad->size = (uint32_t)(s->bytes - s->tail);
+		pad->kind = ENT_PAD;
+		s->used += pad->size;
+		return 0;
+	}
+	return s->used < s->bytes && need <= s->head - s->tail ?
+	    s->tail : SIZE_MAX;
+}
+
 static void
 deadline_after(struct timespec *ts, unsigned ms)
 {
@@ -88,20 +273,30 @@ deadline_after(struct timespec *ts, unsigned ms)
 	}
 }
 
+/* Drops n records from the head, and the pad before one; lock held. */
 static void
 release(struct store *s, size_t n)
 {
-	struct store_rec *r;
+	struct store_rec r;
+	struct ent *e;
 
 	while (n-- > 0) {
-		r = &s->ring[s->head];
-		if (r->kind == STORE_REC_POLICY) {
-			free(r->u.policy.text);
-			r->u.policy.text = NULL;
+		e = ent_at(s, s->head);
+		if (e->kind == ENT_PAD) {
+			s->used -= e->size;
+			s->head = 0;
+			e = ent_at(s, 0);
 		}
-		s->head = (s->head + 1) % s->cap;
+		if (e->kind == STORE_REC_POLICY) {
+			ent_get(s, s->head, &r);
+			free(r.u.policy.text);
+		}
+		s->used -= e->size;
+		s->head = ent_next(s, s->head);
 		s->count--;
 	}
+	if (s->count == 0)
+		s->head = s->tail = s->used = 0;
 }
 
 static bool
@@ -207,6 +402,22 @@ drop_if_broken(struct store *s)
 	}
 }
 
+/*
+ * Unpacks the first n records from the head into s->batch. Writer only,
+ * unlocked: producers never write the bytes of records in the ring.
+ */
+static void
+unpack_batch(struct store *s, size_t head, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		head = ent_rec(s, head);
+		ent_get(s, head, &s->batch[i]);
+		head = ent_next(s, head);
+	}
+}
+
 /* One transaction of records from the head of the ring; lock held. */
 static int
 write_batch(struct store *s)
@@ -219,8 +430,9 @@ write_batch(struct store *s)
 	n = s->count < s->batch_max ? s->count : s->batch_max;
 	take_lost(s, &lost);
 	pthread_mutex_unlock(&s->lock);
+	unpack_batch(s, head, n);
 	if (writer_db(s) != NULL &&
-	    (rc = store_db_write(s->db, s->ring, s->cap, head, n, &lost,
+	    (rc = store_db_write(s->db, s->batch, s->batch_max, 0, n, &lost,
 	    store_now_us())) == -1)
 		drop_if_broken(s);
 	pthread_mutex_lock(&s->lock);
@@ -347,6 +559,7 @@ store_free(struct store *s)
 		release(s, s->count);
 		free(s->ring);
 	}
+	free(s->batch);
 	store_db_close(s->db);
 	free(s->path);
 	pthread_cond_destroy(&s->done);
@@ -435,7 +648,9 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 		open_err(err, errlen, path, errno);
 		goto fail;
 	}
-	if ((s->ring = calloc(s->cap, sizeof(*s->ring))) == NULL) {
+	s->bytes = ALIGN8(s->cap * ENT_AVG + ENT_BIG * ENT_MAX);
+	if ((s->ring = malloc(s->bytes)) == NULL ||
+	    (s->batch = calloc(s->batch_max, sizeof(*s->batch))) == NULL) {
 		open_err(err, errlen, path, errno);
 		goto fail;
 	}
@@ -478,19 +693,37 @@ refuse(struct store *s, enum store_rec_kind kind, enum store_lost_reason why,
 	return -1;
 }
 
-/* Copies r into the ring; on -1 the caller still owns what r points to. */
+/*
+ * Packs rec, a record of the kind given, into the ring; on -1 the caller
+ * still owns what it points to. EINVAL when one of its strings does not
+ * end inside its array: the log is never truncated.
+ */
 static int
-enqueue(struct store *s, const struct store_rec *r)
+enqueue(struct store *s, enum store_rec_kind kind, const void *rec)
 {
+	union {
+		struct ent	e;
+		unsigned char	b[ENT_MAX];
+	} u;
+	ssize_t len;
+	size_t need, at;
+
+	if ((len = pack(u.b + sizeof(u.e), rec, &layouts[kind])) == -1)
+		return refuse(s, kind, STORE_LOST_INVALID, EINVAL);
+	need = ALIGN8(sizeof(u.e) + (size_t)len);
+	u.e.size = (uint32_t)need;
+	u.e.kind = kind;
 	pthread_mutex_lock(&s->lock);
-	if (s->count == s->cap) {
+	if (s->count == s->cap || (at = reserve(s, need)) == SIZE_MAX) {
 		s->st.rejected++;
-		count_lost(s, r->kind, STORE_LOST_QUEUE_FULL);
+		count_lost(s, kind, STORE_LOST_QUEUE_FULL);
 		pthread_mutex_unlock(&s->lock);
 		errno = ENOBUFS;
 		return -1;
 	}
-	s->ring[(s->head + s->count) % s->cap] = *r;
+	memcpy(s->ring + at, u.b, need);
+	s->tail = at + need == s->bytes ? 0 : at + need;
+	s->used += need;
 	s->count++;
 	s->st.queued++;
 	/* The writer sleeps on an empty queue or waits for a full batch. */
@@ -498,13 +731,6 @@ enqueue(struct store *s, const struct store_rec *r)
 		pthread_cond_signal(&s->wake);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
-}
-
-/* A field the caller filled must end inside its array. */
-static int
-fits(const char *str, size_t size)
-{
-	return strnlen(str, size) < size;
 }
 
 /* Also copies s into dst; refuses rather than truncate the log. */
@@ -539,121 +765,87 @@ known_verdict(const char *v)
 int
 store_put_flow(struct store *s, const struct store_flow *f)
 {
-	struct store_rec r;
+	struct store_flow r;
 	const char *verdict;
 
 	if (s == NULL || f == NULL || f->proto == NULL || f->reason == NULL ||
 	    (verdict = known_verdict(f->verdict)) == NULL ||
 	    f->src_port < -1 || f->src_port > 65535 ||
-	    f->dst_port < -1 || f->dst_port > 65535 ||
-	    !fits(f->sandbox, sizeof(f->sandbox)) ||
-	    !fits(f->src_ip, sizeof(f->src_ip)) ||
-	    !fits(f->dst_ip, sizeof(f->dst_ip)) ||
-	    !fits(f->rule, sizeof(f->rule)) ||
-	    !fits(f->policy_sha256, sizeof(f->policy_sha256)) ||
-	    !fits(f->name, sizeof(f->name)) ||
-	    !fits(f->sni, sizeof(f->sni)) ||
-	    !fits(f->tls_version, sizeof(f->tls_version)) ||
-	    !fits(f->alpn, sizeof(f->alpn)) ||
-	    !fits(f->http_method, sizeof(f->http_method)) ||
-	    !fits(f->http_host, sizeof(f->http_host)) ||
-	    !fits(f->http_path, sizeof(f->http_path)) ||
-	    !fits(f->app, sizeof(f->app)))
+	    f->dst_port < -1 || f->dst_port > 65535)
 		return refuse(s, STORE_REC_FLOW, STORE_LOST_INVALID, EINVAL);
-	r.kind = STORE_REC_FLOW;
-	r.u.flow = *f;
-	r.u.flow.verdict = verdict;
-	return enqueue(s, &r);
+	r = *f;
+	r.verdict = verdict;
+	return enqueue(s, STORE_REC_FLOW, &r);
 }
 
 int
 store_put_dns(struct store *s, const struct store_dns *d)
 {
-	struct store_rec r;
+	struct store_dns r;
 	const char *verdict;
 
 	if (s == NULL || d == NULL || d->proto == NULL || d->rcode == NULL ||
 	    d->reason == NULL ||
 	    (verdict = known_verdict(d->verdict)) == NULL ||
-	    d->src_port < -1 || d->src_port > 65535 ||
-	    !fits(d->sandbox, sizeof(d->sandbox)) ||
-	    !fits(d->src_ip, sizeof(d->src_ip)) ||
-	    !fits(d->qname, sizeof(d->qname)) ||
-	    !fits(d->qtype, sizeof(d->qtype)) ||
-	    !fits(d->rule, sizeof(d->rule)) ||
-	    !fits(d->answers, sizeof(d->answers)) ||
-	    !fits(d->stripped, sizeof(d->stripped)) ||
-	    !fits(d->policy_sha256, sizeof(d->policy_sha256)))
+	    d->src_port < -1 || d->src_port > 65535)
 		return refuse(s, STORE_REC_DNS, STORE_LOST_INVALID, EINVAL);
-	r.kind = STORE_REC_DNS;
-	r.u.dns = *d;
-	r.u.dns.verdict = verdict;
-	return enqueue(s, &r);
+	r = *d;
+	r.verdict = verdict;
+	return enqueue(s, STORE_REC_DNS, &r);
 }
 
 int
 store_put_flow_end(struct store *s, const struct store_flow_end *e)
 {
-	struct store_rec r;
-
 	if (s == NULL || e == NULL || e->proto == NULL ||
 	    e->end_state == NULL ||
 	    e->src_port < -1 || e->src_port > 65535 ||
-	    e->dst_port < -1 || e->dst_port > 65535 ||
-	    !fits(e->src_ip, sizeof(e->src_ip)) ||
-	    !fits(e->dst_ip, sizeof(e->dst_ip)))
+	    e->dst_port < -1 || e->dst_port > 65535)
 		return refuse(s, STORE_REC_FLOW_END, STORE_LOST_INVALID,
 		    EINVAL);
-	r.kind = STORE_REC_FLOW_END;
-	r.u.flow_end = *e;
-	return enqueue(s, &r);
+	return enqueue(s, STORE_REC_FLOW_END, e);
 }
 
 int
 store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
     const char *event, const char *ifname, const char *addr)
 {
-	struct store_rec r;
+	struct store_sandbox_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.kind = STORE_REC_SANDBOX;
-	r.u.sandbox.ts_us = ts_us;
+	r.ts_us = ts_us;
 	if (s == NULL || name == NULL || *name == '\0' || event == NULL ||
-	    copy_str(r.u.sandbox.name, sizeof(r.u.sandbox.name), name) == -1 ||
-	    copy_str(r.u.sandbox.ifname, sizeof(r.u.sandbox.ifname),
-	    ifname) == -1 ||
-	    copy_str(r.u.sandbox.addr, sizeof(r.u.sandbox.addr), addr) == -1)
+	    copy_str(r.name, sizeof(r.name), name) == -1 ||
+	    copy_str(r.ifname, sizeof(r.ifname), ifname) == -1 ||
+	    copy_str(r.addr, sizeof(r.addr), addr) == -1)
 		return refuse(s, STORE_REC_SANDBOX, STORE_LOST_INVALID, EINVAL);
 	if (strcmp(event, "add") == 0)
-		r.u.sandbox.deleted = 0;
+		r.deleted = 0;
 	else if (strcmp(event, "del") == 0)
-		r.u.sandbox.deleted = 1;
+		r.deleted = 1;
 	else
 		return refuse(s, STORE_REC_SANDBOX, STORE_LOST_INVALID, EINVAL);
-	return enqueue(s, &r);
+	return enqueue(s, STORE_REC_SANDBOX, &r);
 }
 
 int
 store_put_policy(struct store *s, int64_t ts_us, const char *sandbox,
     const char *sha256, const char *text)
 {
-	struct store_rec r;
+	struct store_policy_rec r;
 
 	memset(&r, 0, sizeof(r));
-	r.kind = STORE_REC_POLICY;
-	r.u.policy.ts_us = ts_us;
+	r.ts_us = ts_us;
 	if (s == NULL || sandbox == NULL || sha256 == NULL || text == NULL ||
-	    copy_str(r.u.policy.sandbox, sizeof(r.u.policy.sandbox),
-	    sandbox) == -1 ||
-	    copy_str(r.u.policy.sha256, sizeof(r.u.policy.sha256),
-	    sha256) == -1)
+	    copy_str(r.sandbox, sizeof(r.sandbox), sandbox) == -1 ||
+	    copy_str(r.sha256, sizeof(r.sha256), sha256) == -1)
 		return refuse(s, STORE_REC_POLICY, STORE_LOST_INVALID, EINVAL);
-	/* Allocated outside the lock; the ring slot owns it once queued. */
-	if ((r.u.policy.text = strdup(text)) == NULL)
+	/* Allocated outside the lock; the ring owns it once queued. */
+	if ((r.text = strdup(text)) == NULL)
 		return refuse(s, STORE_REC_POLICY, STORE_LOST_NO_MEMORY,
 		    ENOMEM);
-	if (enqueue(s, &r) == -1) {
-		free(r.u.policy.text);
+	if (enqueue(s, STORE_REC_POLICY, &r) == -1) {
+		free(r.text);
 		errno = ENOBUFS;
 		return -1;
 	}
@@ -674,7 +866,9 @@ store_has_room(struct store *s, size_t n)
 	if (s == NULL)
 		return false;
 	pthread_mutex_lock(&s->lock);
-	room = s->cap - s->count >= n;
+	/* (n + 1): the end's pad wastes less than one entry */
+	room = n == 0 || (s->cap - s->count >= n &&
+	    s->bytes - s->used >= (n + 1) * ENT_MAX);
 	pthread_mutex_unlock(&s->lock);
 	return room;
 }
@@ -687,7 +881,7 @@ store_behind(struct store *s)
 	if (s == NULL || !store_writable(s))
 		return false;
 	pthread_mutex_lock(&s->lock);
-	behind = s->count >= s->cap / 2;
+	behind = s->count >= s->cap / 2 || s->used >= s->bytes / 2;
 	pthread_mutex_unlock(&s->lock);
 	return behind;
 }

@@ -2358,6 +2358,138 @@ test_runs_of_one_kind(void **state)
 	    " WHERE name = 'task-r'"), 1);
 }
 
+/* A flow with every string as long as it may be: its packed entry is the
+ * largest there is. */
+static void
+make_big_flow(struct store_flow *f, int64_t ts, int i)
+{
+	make_flow(f, ts, i);
+	fill(f->sandbox, sizeof(f->sandbox), 's');
+	fill(f->rule, sizeof(f->rule), 'r');
+	fill(f->name, sizeof(f->name), 'n');
+	fill(f->sni, sizeof(f->sni), 'a' + i % 26);
+	fill(f->http_host, sizeof(f->http_host), 'h');
+	fill(f->http_path, sizeof(f->http_path), 'p');
+	fill(f->policy_sha256, sizeof(f->policy_sha256), 'f');
+	fill(f->alpn, sizeof(f->alpn), 'l');
+	fill(f->app, sizeof(f->app), 'x');
+}
+
+/*
+ * The ring holds packed records, so its size in bytes bounds the queue
+ * as well as its count: long records fill it before queue_cap does.
+ * Records of every size then wrap it many times over (each entry stays
+ * in one piece, the end padded) and come out whole and in order.
+ */
+static void
+test_ring_bytes(void **state)
+{
+	struct fixture *fx = *state;
+	const struct store_opts opts = { .queue_cap = 2000, .batch_max = 50,
+	    .flush_ms = 5 };
+	const int64_t base = 1700000000000000;
+	const int n = 6000;
+	struct store_stats stats;
+	struct store_flow f;
+	struct store_dns d;
+	struct store *s;
+	sqlite3 *lock;
+	char sql[512];
+	int i, held, nf = 0, rc;
+	int64_t rejected;
+
+	s = open_ok(fx->path, &opts);
+	lock = peer_open(fx->path);
+	peer_exec(lock, "BEGIN EXCLUSIVE");
+	for (held = 0; held < 2000; held++) {
+		make_big_flow(&f, base + held, held);
+		if (store_put_flow(s, &f) == -1)
+			break;
+		/* room for one more until the bytes run out */
+		assert_true(store_has_room(s, 1) || held > 0);
+	}
+	assert_int_equal(errno, ENOBUFS);
+	/* 2,000 x 384 bytes and 64 big entries of room: about 540 of these,
+	 * far fewer than the 2,000 records queue_cap allows */
+	assert_in_range(held, 400, 700);
+	assert_false(store_has_room(s, 1));
+	assert_true(store_has_room(s, 0));
+	store_stats(s, &stats);
+	assert_int_equal(stats.depth, held);
+	assert_int_equal(stats.rejected, 1);
+	/* a short record still fits where a long one did not, or not: either
+	 * way it is counted, never silently dropped */
+	make_dns(&d, base + held);
+	rc = store_put_dns(s, &d);
+	peer_exec(lock, "COMMIT");
+	sqlite3_close(lock);
+	assert_int_equal(store_flush(s, 20000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.written, (uint64_t)held + (rc == 0));
+	assert_int_equal(stats.lost_persisted, 1 + (rc == -1));
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE length(sni) = 255 AND length(rule) = 299 AND"
+	    " length(http_path) = 127 AND length(app) = 47 AND"
+	    " substr(sni, 1, 1) = char(97 + dst_port % 26)"), held);
+	peer_exec(lock = peer_open(fx->path), "DELETE FROM flows;"
+	    " DELETE FROM dns_queries; DELETE FROM lost_records");
+	sqlite3_close(lock);
+
+	/* A producer faster than the writer: the ring stays full and wraps. */
+	s = open_ok(fx->path, &opts);
+	for (i = 0; i < n; i++) {
+		if (i % 3 == 0) {
+			make_dns(&d, base + i);
+			snprintf(d.qname, sizeof(d.qname), "q%d.example", i);
+			d.src_port = i;
+		} else if (i % 3 == 1 || i % 7 == 0) {
+			make_big_flow(&f, base + i, i % 65536);
+			nf++;
+		} else {
+			make_flow(&f, base + i, i % 65536);
+			snprintf(f.sni, sizeof(f.sni), "s%d", i);
+			nf++;
+		}
+		while ((i % 3 == 0 ? store_put_dns(s, &d) :
+		    store_put_flow(s, &f)) == -1) {
+			assert_int_equal(errno, ENOBUFS);
+			usleep(200);
+		}
+	}
+	assert_int_equal(store_flush(s, 60000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.written, n);
+	assert_int_equal(stats.depth, 0);
+	rejected = (int64_t)stats.rejected;
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    nf);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM flows WHERE"
+	    " dst_port = (ts - %lld) %% 65536 AND CASE"
+	    " WHEN (ts - %lld) %% 3 = 1 OR (ts - %lld) %% 7 = 0 THEN"
+	    " length(sni) = 255 AND length(http_host) = 255 AND"
+	    " substr(sni, 255, 1) = char(97 + dst_port %% 26)"
+	    " ELSE sni = 's' || (ts - %lld) AND rule = 'example.com:443' END",
+	    (long long)base, (long long)base, (long long)base,
+	    (long long)base);
+	assert_int_equal(path_count(fx->path, sql), nf);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM dns_queries WHERE"
+	    " src_port = ts - %lld AND qname = 'q' || src_port || '.example'"
+	    " AND answers = '192.0.2.10,192.0.2.11'", (long long)base);
+	assert_int_equal(path_count(fx->path, sql), (n + 2) / 3);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows a,"
+	    " flows b WHERE a.id < b.id AND a.ts > b.ts"), 0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries a, dns_queries b WHERE a.id < b.id AND a.ts > b.ts"),
+	    0);
+	/* every refusal on the way is in lost_records, and nothing else */
+	assert_int_equal(path_count(fx->path, "SELECT coalesce(sum(count), 0)"
+	    " FROM lost_records WHERE reason = 'queue_full'"), rejected);
+	assert_int_equal(path_count(fx->path, "SELECT coalesce(sum(count), 0)"
+	    " FROM lost_records"), rejected);
+}
+
 static void
 test_many_records(void **state)
 {
@@ -3371,6 +3503,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_bad_paths, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_runs_of_one_kind, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_ring_bytes, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_many_records, setup,
 		    teardown),

@@ -130,7 +130,9 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	     * to the denied destination. Towards the uplink only
 	     * "fragmentation needed" may leave; towards sandboxes, not
 	     * host/net-unreachable (the REJECT rules' own replies are
-	     * admin-prohibited and resets). */
+	     * admin-prohibited and resets). Anything else leaves after
+	     * one rule, not four: the resolver's answers, above all. */
+	    "-A OUTPUT ! -p icmp -j ACCEPT\n"
 	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -m icmp --icmp-type fragmentation-needed -j ACCEPT\n"
 	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -j DROP\n"
 	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p icmp -m icmp --icmp-type host-unreachable -j DROP\n"

@@ -29,7 +29,8 @@
 
 /*
  * Two rules sets are optimisations, not part of the boundary, and use
- * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32); without them
+ * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32, xt_connbytes);
+ * without them
  * the ruleset is loaded without these and the traffic takes the queue.
  *
  * DNS over UDP to the gateway's own resolver is not tracked: a conntrack
@@ -53,23 +54,32 @@ static const char raw_dns[] =
  * options (IHL 5), total length exactly the headers' (no byte of payload),
  * flags exactly ACK, for the two TCP header lengths clients send (no
  * options, timestamps). They carry nothing to read, and the handshake's
- * last ACK was one of three trips through sluiced per TLS connection. Not
- * on port 80: an HTTP connection's ACKs tell sluiced it is still in use
- * (inspect.c forgets it after 120 s idle).
+ * last ACK was one of three trips through sluiced per TLS connection. On
+ * port 80 only that one, the client's second packet (xt_connbytes: the
+ * SYN and this ACK, counted before the filter table sees it): later ACKs
+ * tell sluiced that a kept-alive connection is still in use (inspect.c
+ * forgets it after 120 s idle).
  */
+#define BARE_ACK_40 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\""
+#define BARE_ACK_52 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\""
+#define SECOND_PACKET "-m connbytes --connbytes 2:2 --connbytes-dir original --connbytes-mode packets"
+
 static void
 bare_acks(char *buf, size_t len)
 {
 	snprintf(buf, len,
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\" -j ACCEPT\n"
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 -m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\" -j ACCEPT\n",
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_40 " -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_52 " -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " SECOND_PACKET " " BARE_ACK_40 " -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " SECOND_PACKET " " BARE_ACK_52 " -j ACCEPT\n",
+	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK,
 	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK);
 }
 
 static int
 ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 {
-	char rules[8192], rules6[512], target[64], acks[512];
+	char rules[8192], rules6[512], target[64], acks[1024];
 	const char *raw = extras ? raw_dns : "";
 	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,

@@ -100,4 +100,13 @@ deny|malformed_http|-|-|-
 deny|malformed_http|-|-|-" "the rows: first request of each connection, and each denied one"
 tb_assert_eq "$(tb_sql "SELECT reason FROM flows WHERE dst_port = 8080")" "port_not_allowed" "the other port"
 tb_assert_match "$(tb_sql "SELECT app FROM flows WHERE http_host = 'plain.test'")" "HTTP" "nDPI says HTTP"
+# the handshake's last ACK, the client's second packet, took the kernel's
+# path, not the queue; at most one per connection (later ACKs still come
+# to sluiced: they keep a kept-alive connection's state), and the keep-alive
+# and pipelined requests above were each read and decided all the same
+acks=$(ip netns exec "$TB_NETNS_GW" iptables -L sluice-sandbox -v -x -n |
+    awk '/dpt:80 / && /connbytes/ && /ACCEPT/ { n += $1 } END { print n + 0 }')
+conns=$(tb_sql "SELECT count(DISTINCT src_port) FROM flows WHERE dst_port = 80")
+tb_check "handshake ACKs on port 80 passed in the kernel ($acks of at most $conns)" \
+    [ "$acks" -gt 0 -a "$acks" -le "$conns" ]
 tb_done

@@ -30,8 +30,8 @@
 /*
  * Two rules sets are optimisations, not part of the boundary, and use
  * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32, xt_connbytes);
- * without them
- * the ruleset is loaded without these and the traffic takes the queue.
+ * without them the ruleset is loaded without these and the traffic takes
+ * the queue.
  *
  * DNS over UDP to the gateway's own resolver is not tracked: a conntrack
  * entry per query (made, timed out, its destroy event read by sluiced) is

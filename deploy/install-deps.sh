@@ -10,7 +10,7 @@ iptables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
 bind9-dnsutils iputils-ping
 clang libclang-rt-14-dev
-iperf3 wrk dnsperf tinyproxy
+iperf3 wrk dnsperf tinyproxy squid
 systemd man-db"
 
 missing=""

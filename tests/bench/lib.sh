@@ -11,6 +11,7 @@
 #       Dc  dnsmasq on ${P}-g1 10.214.1.1:5300, its default cache           ├─ ${P}-inet
 #   P   ${P}-c2 10.214.2.2 ── ${P}-g2 (B1's rules; tinyproxy on           │
 #                             10.214.2.1:8888, explicit proxy) 198.18.0.10 ─┤
+#       Q   squid on ${P}-g2 10.214.2.1:3128, explicit proxy, no cache     │
 #   S   ${P}-s1 10.213.0.2 ── ${P}-gw (sluiced, a sandbox) ── 198.51.100.2 ┘
 #
 #   ${P}-inet: 192.0.2.10 nginx (2 workers, no access log): TLS a.test :443,
@@ -40,6 +41,7 @@ BN_WILD=w0.bench.example
 # enough distinct tuples for 100,000 tracked connections (run.sh's fill).
 BN_FILL_ADDRS="192.0.2.11 192.0.2.12 192.0.2.13"
 BN_PROXY_PORT=8888
+BN_SQUID_PORT=3128
 BN_DC_PORT=5300
 
 # The fill names' host records, for the authoritative dnsmasq.
@@ -163,7 +165,7 @@ EOF
 bn_bed_up() {
 	local -
 	set +e
-	local inet=$TB_NETNS_INET g1="${P}-g1" g2="${P}-g2" a
+	local inet=$TB_NETNS_INET g1="${P}-g1" g2="${P}-g2" a ns
 	_bn_ns "$inet" || return 1
 	ip netns exec "$inet" sysctl -qw net.ipv4.ip_forward=1
 	for a in $BN_HTTPS $BN_IPERF $BN_DNS $BN_FILL_ADDRS; do
@@ -188,6 +190,15 @@ bn_bed_up() {
 	_bn_gateway 2 || return 1
 	_bn_stateful "$g1" || return 1
 	_bn_stateful "$g2" || return 1
+	# P's and Q's clients and proxies make new connections to the same
+	# server at thousands a second, and each closes first: TIME_WAIT
+	# sockets pile up on their side. A wide port range and TIME_WAIT
+	# reuse for outgoing connections keep that from running out of ports
+	# (1 s stalls for both proxies, seen when Q was added).
+	for ns in "${P}-c2" "$g2"; do
+		ip netns exec "$ns" sysctl -qw net.ipv4.tcp_tw_reuse=1 \
+		    net.ipv4.ip_local_port_range="1024 65535"
+	done
 
 	# P: tinyproxy on the gateway. It finds a.test in the namespace's
 	# hosts file, so a proxied connection costs it no DNS query (in its
@@ -210,6 +221,32 @@ ConnectPort 443
 EOF
 	_tb_bg "$g2" tinyproxy "$TB_DIR/tinyproxy.out" tinyproxy -d \
 	    -c "$TB_DIR/tinyproxy.conf"
+	# Q: squid beside it, as a user would set it up for CONNECT and
+	# plain HTTP: no cache, no logs, the same hosts file. Its own
+	# resolver would ask the bed's authoritative server, if anything.
+	printf 'nameserver %s\n' "$BN_DNS" > "/etc/netns/$g2/resolv.conf"
+	cat > "$TB_DIR/squid.conf" <<EOF
+http_port 10.214.2.1:$BN_SQUID_PORT
+acl SSL_ports port 443
+acl CONNECT method CONNECT
+http_access deny CONNECT !SSL_ports
+http_access allow all
+cache deny all
+cache_mem 8 MB
+access_log none
+cache_store_log none
+cache_log /dev/null
+pid_filename none
+hosts_file /etc/hosts
+dns_nameservers $BN_DNS
+via off
+forwarded_for delete
+shutdown_lifetime 0 seconds
+max_filedescriptors 16384
+EOF
+	_tb_bg "$g2" squid "$TB_DIR/squid.out" squid -N -d 1 \
+	    -f "$TB_DIR/squid.conf"
+	BN_SQUID_PID=$TB_LAST_PID
 	# D: what a user would put on a gateway instead; without a cache, so
 	# that it forwards every query as sluiced does. Dc: its defaults.
 	_tb_bg "$g1" dnsmasq-D "$TB_DIR/dnsmasq-D.out" dnsmasq \
@@ -251,6 +288,9 @@ EOF
 	_tb_wait_for "tinyproxy" "$TB_DIR/tinyproxy.out" ip netns exec "${P}-c2" \
 	    curl -s --max-time 2 -o /dev/null -p -x "10.214.2.1:$BN_PROXY_PORT" \
 	    --cacert "$TB_CA" "https://$BN_NAME/" || return 1
+	_tb_wait_for "squid" "$TB_DIR/squid.out" ip netns exec "${P}-c2" \
+	    curl -s --max-time 2 -o /dev/null -p -x "10.214.2.1:$BN_SQUID_PORT" \
+	    --cacert "$TB_CA" "https://$BN_NAME/" || return 1
 	_tb_wait_for "iperf3" "$TB_DIR/iperf3.out" ip netns exec "${P}-c0" \
 	    nc -z -w 1 "$BN_IPERF" 5201 || return 1
 	_tb_wait_for "B0 forwarding" "" ip netns exec "${P}-c0" \
@@ -290,7 +330,7 @@ bn_client_ns() {
 	case $1 in
 	B0) echo "${P}-c0" ;;
 	B1|D|Dc) echo "${P}-c1" ;;
-	P) echo "${P}-c2" ;;
+	P|Q) echo "${P}-c2" ;;
 	S) echo "${P}-s1" ;;
 	esac
 }

@@ -36,7 +36,7 @@ BENCH_OUT=${BENCH_OUT:-$REPO/tests/bench/results}
 for t in "$SLUICED" "$SLUICE" "$CONNBENCH"; do
 	[ -x "$t" ] || { echo "bench: $t is not built" >&2; exit 1; }
 done
-for t in iperf3 dnsperf tinyproxy dnsmasq nginx dig sqlite3; do
+for t in iperf3 dnsperf tinyproxy squid dnsmasq nginx dig sqlite3; do
 	command -v "$t" >/dev/null || {
 		echo "bench: $t is missing (make deps installs it)" >&2; exit 1; }
 done
@@ -214,6 +214,7 @@ conn() {
 	    -c "$conc" -d "$secs" -t 3000)
 	[ "$rate" != 0 ] && args+=(-r "$rate")
 	[ "$cfg" = P ] && args+=(-x "10.214.2.1:$BN_PROXY_PORT")
+	[ "$cfg" = Q ] && args+=(-x "10.214.2.1:$BN_SQUID_PORT")
 	if [ "$cfg" = S ]; then
 		bn_resolve_s "${CONN_NAME:-}" "${CONN_ADDR:-}" >/dev/null 2>&1
 		s_before
@@ -337,7 +338,7 @@ emit '{}' "\"phase\": \"meta\"" "\"date\": \"$(date -u '+%Y-%m-%d %H:%M UTC')\""
     "\"rev\": \"${rev:-unknown}\"" \
     "\"machine\": \"$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo |
     head -n 1 | tr -d '"\\')), Linux $(uname -r)\""
-say "bed: internet, B0, B1, P (tinyproxy), D and Dc (dnsmasq)"
+say "bed: internet, B0, B1, P (tinyproxy), Q (squid), D and Dc (dnsmasq)"
 bn_bed_up || { echo "bench: the test bed did not come up" >&2; exit 1; }
 # The DNS load: a.test and 99 names under *.w0.bench.example, an entry of
 # every S policy here; the authoritative server answers them all, and
@@ -365,12 +366,12 @@ for ((r = 1; r <= BENCH_REPS; r++)); do
 	done
 	for mode in tls http; do
 		for conc in 4 16; do
-			for c in $(rotate $r B0 B1 S P); do
+			for c in $(rotate $r B0 B1 S P Q); do
 				conn "$c" "$mode" "$conc" 0 "$BENCH_SECS" "$tag" \
 				    "\"test\": \"${mode}_c$conc\""
 			done
 		done
-		for c in $(rotate $r B0 B1 S P); do
+		for c in $(rotate $r B0 B1 S P Q); do
 			conn "$c" "$mode" 1 "$BENCH_LAT_RATE" "$BENCH_LAT_SECS" "$tag" \
 			    "\"test\": \"${mode}_lat\""
 		done

@@ -163,7 +163,7 @@ fuzz:
 	done
 
 # The benchmark (issue 8): sluice against plain forwarding, conntrack,
-# tinyproxy and dnsmasq, in namespaces; about 7 minutes on 2 CPUs. Writes
+# tinyproxy, squid and dnsmasq, in namespaces; about 8 minutes on 2 CPUs. Writes
 # tests/bench/results/latest.md (and latest.jsonl, perf-sluiced.txt).
 $(B)/connbench: tests/bench/connbench.c
 	@mkdir -p $(@D)

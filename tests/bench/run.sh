@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh: `make bench` — sluice against plain forwarding, conntrack, a proxy and dnsmasq, interleaved, as ratios.
+# run.sh: `make bench` — sluice against plain forwarding, conntrack, two proxies (tinyproxy, squid) and dnsmasq, interleaved, as ratios.
 #
 # Builds its own namespaces (tests/bench/lib.sh), runs every measurement
 # BENCH_REPS times with the configurations interleaved (the order rotates

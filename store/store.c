@@ -157,6 +157,27 @@ struct ent {
 #define ENT_MAX		ALIGN8(sizeof(struct ent) + sizeof(struct store_rec) + \
 			    2 * NELEM(flow_fields))
 
+/*
+ * The tables above must list each struct's arrays in order, inside it:
+ * pack and unpack copy what lies between them. Checked at open, so that
+ * a field added out of order fails every test at once.
+ */
+static bool
+layouts_ok(void)
+{
+	size_t k, i, at;
+
+	for (k = 0; k < STORE_REC_KINDS; k++)
+		for (i = 0, at = 0; i < layouts[k].n; i++) {
+			if (layouts[k].f[i].off < at ||
+			    layouts[k].f[i].off + layouts[k].f[i].size >
+			    layouts[k].size)
+				return false;
+			at = layouts[k].f[i].off + layouts[k].f[i].size;
+		}
+	return true;
+}
+
 /* Packs src into dst; the length, or -1 when an array has no NUL. */
 static ssize_t
 pack(unsigned char *dst, const void *src, const struct layout *l)
@@ -613,6 +634,10 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 	int rc;
 
 	pthread_once(&once, sqlite_setup);
+	if (!layouts_ok()) {
+		open_err(err, errlen, path ? path : "(null)", EINVAL);
+		return NULL;
+	}
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		open_err(err, errlen, path ? path : "(null)", errno);
 		return NULL;

@@ -178,9 +178,12 @@ print_human(const json_t *r)
 	else
 		printf("%-17s unknown (its table could not be read)\n",
 		    "kernel queue");
-	printf("%-17s %ju queued, %ju written, %ju waiting, %ju lost, %ju "
-	    "write errors; %s\n", "log", (uintmax_t)num(lg, "queued"),
-	    (uintmax_t)num(lg, "written"), (uintmax_t)num(lg, "backlog"),
+	printf("%-17s %ju queued, %ju written, %ju waiting (%ju of %ju KiB), "
+	    "%ju lost, %ju write errors; %s\n", "log",
+	    (uintmax_t)num(lg, "queued"), (uintmax_t)num(lg, "written"),
+	    (uintmax_t)num(lg, "backlog"),
+	    (uintmax_t)(num(lg, "backlog_bytes") + 1023) / 1024,
+	    (uintmax_t)num(lg, "capacity_bytes") / 1024,
 	    (uintmax_t)num(lg, "lost"), (uintmax_t)num(lg, "write_errors"),
 	    json_is_true(json_object_get(lg, "writable")) ? "writable" :
 	    "NOT WRITABLE: new flows are denied");

@@ -200,7 +200,7 @@ handle(struct gw *gw, json_t *req)
 			dns_resolver_stats(gw->resolver, &ds);
 		gw_reaper_stats(gw, &rs);
 		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
-		    "s:{s:I, s:I, s:I, s:I, s:I, s:b}, "
+		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
@@ -214,6 +214,9 @@ handle(struct gw *gw, json_t *req)
 		    "rejected", (json_int_t)st.rejected,
 		    "write_errors", (json_int_t)st.write_errors,
 		    "depth", (json_int_t)st.depth,
+		    "depth_bytes", (json_int_t)st.depth_bytes,
+		    "capacity", (json_int_t)st.capacity,
+		    "capacity_bytes", (json_int_t)st.capacity_bytes,
 		    "writable", store_writable(gw->store),
 		    "dns", "queries", (json_int_t)ds.queries,
 		    "answered", (json_int_t)ds.answered,

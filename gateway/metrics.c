@@ -447,6 +447,14 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Failed database transactions (retried).", st->log.write_errors);
 	one(&t, "sluice_log_backlog_records", "gauge",
 	    "Records waiting to be written.", st->log.depth);
+	one(&t, "sluice_log_backlog_bytes", "gauge",
+	    "Bytes those records take in the log's queue.",
+	    st->log.depth_bytes);
+	one(&t, "sluice_log_queue_capacity_records", "gauge",
+	    "Records the log's queue holds at most.", st->log.capacity);
+	one(&t, "sluice_log_queue_capacity_bytes", "gauge",
+	    "Bytes the log's queue holds at most (long records fill it before "
+	    "its count does).", st->log.capacity_bytes);
 	one(&t, "sluice_log_writable", "gauge",
 	    "1 while the database can be written; 0 while new flows are "
 	    "denied (log_unavailable).", st->log_writable ? 1 : 0);
@@ -560,11 +568,14 @@ gw_metrics_json(const struct gw_metrics *m, const struct gw_metrics_state *st)
 	    "held_flows", (json_int_t)st->held_flows,
 	    "kernel", kernel));
 	json_object_set_new(o, "log", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:b}", "queued", (json_int_t)st->log.queued,
+	    "s:I, s:I, s:I, s:b}", "queued", (json_int_t)st->log.queued,
 	    "written", (json_int_t)st->log.written,
 	    "lost", (json_int_t)st->log.rejected,
 	    "write_errors", (json_int_t)st->log.write_errors,
 	    "backlog", (json_int_t)st->log.depth,
+	    "backlog_bytes", (json_int_t)st->log.depth_bytes,
+	    "capacity", (json_int_t)st->log.capacity,
+	    "capacity_bytes", (json_int_t)st->log.capacity_bytes,
 	    "denied_unlogged", (json_int_t)st->denied_unlogged,
 	    "writable", st->log_writable));
 	json_object_set_new(o, "rate_limited", json_pack("{s:I, s:I}",

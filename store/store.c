@@ -921,6 +921,9 @@ store_stats(struct store *s, struct store_stats *out)
 	pthread_mutex_lock(&s->lock);
 	*out = s->st;
 	out->depth = s->count;
+	out->depth_bytes = s->used;
+	out->capacity = s->cap;
+	out->capacity_bytes = s->bytes;
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -66,6 +66,10 @@ struct store_stats {
 					 * reopen a damaged file (retried) */
 	uint64_t	batches;
 	size_t		depth;		/* records waiting now */
+	size_t		depth_bytes;	/* the queue's bytes they take */
+	size_t		capacity;	/* records the queue holds at most */
+	size_t		capacity_bytes;	/* its bytes: long records fill it
+					 * before its count does */
 	uint64_t	lost_persisted;	/* refusals (any reason) counted in
 					 * lost_records so far */
 	uint64_t	purged;		/* rows deleted by retention */

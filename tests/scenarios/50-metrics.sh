@@ -167,6 +167,10 @@ tb_assert_eq "$(jget "$sj" dns.queries.allow)" "$db_dns_allow" "stats -j: allowe
 tb_assert_eq "$(jget "$sj" dns.queries.deny)" "$db_dns_deny" "stats -j: denied DNS = rows"
 tb_assert_eq "$(jget "$sj" sandboxes)" 1 "stats -j: one sandbox"
 tb_assert_eq "$(jget "$sj" log.backlog)" 0 "stats -j: nothing waiting in the log"
+tb_assert_eq "$(jget "$sj" log.backlog_bytes)" 0 "stats -j: no bytes waiting in the log"
+tb_assert_eq "$(jget "$sj" log.capacity)" 16384 "stats -j: the log's queue holds 16,384 records"
+tb_check "stats -j: and some MiB ($(jget "$sj" log.capacity_bytes))" \
+    [ "$(jget "$sj" log.capacity_bytes)" -gt 1048576 ]
 tb_assert_eq "$(jget "$sj" log.writable)" true "stats -j: the log is writable"
 tb_check "stats -j: the kernel's queue table was read (gateway namespace)" \
     [ "$(jget "$sj" queue.kernel.dropped)" = 0 ]
@@ -197,6 +201,9 @@ for where in unix tcp; do
 	    "$where: the kernel's queue drops are there (and zero)"
 	tb_assert_eq "$(series "$j" sluice_log_records_lost_total)" 0 "$where: no log loss"
 	tb_assert_eq "$(series "$j" sluice_log_backlog_records)" 0 "$where: no log backlog"
+	tb_assert_eq "$(series "$j" sluice_log_backlog_bytes)" 0 "$where: no log backlog bytes"
+	tb_assert_eq "$(series "$j" sluice_log_queue_capacity_records)" 16384 \
+	    "$where: the log queue's capacity in records"
 done
 hdr=$(curl -s -D - -o /dev/null --max-time 3 "http://127.0.0.1:$port/metrics")
 tb_assert_match "$hdr" "Content-Type: text/plain; version=0.0.4" "the 0.0.4 content type"
@@ -217,7 +224,7 @@ tb_assert_eq "$?" 0 "sluice stats: exit 0"
 tb_assert_match "$out" "^flows +$db_flows_allow allowed, $db_flows_deny denied, 0 audited" \
     "sluice stats: the flows line"
 tb_assert_match "$out" "^  deny +no_dns_binding $db_notallow" "sluice stats: reasons"
-tb_assert_match "$out" "^log .* 0 lost" "sluice stats: the log line"
+tb_assert_match "$out" "^log .* 0 waiting \(0 of [0-9]+ KiB\), 0 lost" "sluice stats: the log line"
 
 # the TCP listener is the host's: the gateway's own loopback has nothing there
 ip netns exec "$TB_NETNS_GW" curl -s --max-time 2 "http://127.0.0.1:$port/metrics" >/dev/null 2>&1

@@ -95,6 +95,9 @@ test_counters(void **state)
 	st.log.rejected = 13;
 	st.log.write_errors = 1;
 	st.log.depth = 9;
+	st.log.depth_bytes = 1984;
+	st.log.capacity = 16384;
+	st.log.capacity_bytes = 6396928;
 	st.log_writable = true;
 	st.dns.forwarded = 21;
 	st.dns.upstream_timeouts = 22;
@@ -168,6 +171,10 @@ test_counters(void **state)
 	assert_line(text, "sluice_log_write_errors_total 1");
 	assert_line(text, "# TYPE sluice_log_backlog_records gauge");
 	assert_line(text, "sluice_log_backlog_records 9");
+	assert_line(text, "# TYPE sluice_log_backlog_bytes gauge");
+	assert_line(text, "sluice_log_backlog_bytes 1984");
+	assert_line(text, "sluice_log_queue_capacity_records 16384");
+	assert_line(text, "sluice_log_queue_capacity_bytes 6396928");
 	assert_line(text, "sluice_log_writable 1");
 	assert_line(text, "sluice_denied_unlogged_total 6");
 	assert_line(text, "sluice_build_info{version=\"" SLUICE_VERSION "\"} 1");
@@ -503,6 +510,8 @@ test_json(void **state)
 	memset(&st, 0, sizeof(st));
 	st.sandboxes = 2;
 	st.log.rejected = 4;
+	st.log.depth_bytes = 216;
+	st.log.capacity_bytes = 6396928;
 	gw_metrics_flow(m, GW_ALLOW, GW_R_ALLOWED_DOMAIN);
 	gw_metrics_flow(m, GW_DENY, GW_R_NOT_ALLOWLISTED);
 	gw_metrics_flow(m, GW_DENY, GW_R_NOT_ALLOWLISTED);
@@ -524,6 +533,10 @@ test_json(void **state)
 	    json_object_get(j, "dns"), "queries"), "deny")), 1);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j,
 	    "log"), "lost")), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j,
+	    "log"), "backlog_bytes")), 216);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j,
+	    "log"), "capacity_bytes")), 6396928);
 	assert_true(json_is_null(json_object_get(json_object_get(j, "queue"),
 	    "kernel")));
 	lat = json_object_get(j, "verdict_latency");

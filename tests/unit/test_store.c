@@ -2417,6 +2417,12 @@ test_ring_bytes(void **state)
 	store_stats(s, &stats);
 	assert_int_equal(stats.depth, held);
 	assert_int_equal(stats.rejected, 1);
+	/* what stats says of the bytes: nearly all taken, by these records */
+	assert_int_equal(stats.capacity, 2000);
+	assert_true(stats.depth_bytes <= stats.capacity_bytes);
+	assert_true(stats.capacity_bytes - stats.depth_bytes <
+	    stats.capacity_bytes / (size_t)held * 2);
+	assert_true(stats.depth_bytes >= (size_t)held * sizeof(f) / 2);
 	/* a short record still fits where a long one did not, or not: either
 	 * way it is counted, never silently dropped */
 	make_dns(&d, base + held);
@@ -2426,6 +2432,7 @@ test_ring_bytes(void **state)
 	assert_int_equal(store_flush(s, 20000), 0);
 	store_stats(s, &stats);
 	assert_int_equal(stats.written, (uint64_t)held + (rc == 0));
+	assert_int_equal(stats.depth_bytes, 0);
 	assert_int_equal(stats.lost_persisted, 1 + (rc == -1));
 	store_close(s);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"

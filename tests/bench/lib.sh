@@ -9,6 +9,7 @@
 #                             NEW from the client, MASQUERADE) 198.18.0.6 ─┤
 #       D   dnsmasq on ${P}-g1 10.214.1.1:53, no cache (forwards each query)│
 #       Dc  dnsmasq on ${P}-g1 10.214.1.1:5300, its default cache           ├─ ${P}-inet
+#       Dl  dnsmasq on ${P}-g1 10.214.1.1:5301, Dc logging every query     │
 #   P   ${P}-c2 10.214.2.2 ── ${P}-g2 (B1's rules; tinyproxy on           │
 #                             10.214.2.1:8888, explicit proxy) 198.18.0.10 ─┤
 #       Q   squid on ${P}-g2 10.214.2.1:3128, explicit proxy, no cache     │
@@ -43,6 +44,7 @@ BN_FILL_ADDRS="192.0.2.11 192.0.2.12 192.0.2.13"
 BN_PROXY_PORT=8888
 BN_SQUID_PORT=3128
 BN_DC_PORT=5300
+BN_DL_PORT=5301
 
 # The fill names' host records, for the authoritative dnsmasq.
 _bn_fill_records() {
@@ -261,6 +263,15 @@ EOF
 	    --listen-address=10.214.1.1 --port="$BN_DC_PORT" --no-resolv \
 	    --no-hosts --no-poll --server="$BN_DNS"
 	BN_DC_PID=$TB_LAST_PID
+	# Dl: Dc with a line per query in a file, the nearest dnsmasq comes to
+	# sluice's row per query (not in the targets: the issue's D is Dc)
+	_tb_bg "$g1" dnsmasq-Dl "$TB_DIR/dnsmasq-Dl.out" dnsmasq \
+	    --keep-in-foreground --conf-file=/dev/null --user=root --group=root \
+	    --pid-file="$TB_DIR/dnsmasq-Dl.pid" --bind-interfaces \
+	    --listen-address=10.214.1.1 --port="$BN_DL_PORT" --no-resolv \
+	    --no-hosts --no-poll --server="$BN_DNS" --log-queries \
+	    --log-facility="$TB_DIR/dnsmasq-Dl.log"
+	BN_DL_PID=$TB_LAST_PID
 
 	"$TB_PY" - "$TB_DIR/hello.bin" "$BN_NAME" <<'EOF' || return 1
 import ssl, sys
@@ -285,6 +296,8 @@ EOF
 	    _bn_dns_answers "${P}-c1" 10.214.1.1 || return 1
 	_tb_wait_for "dnsmasq Dc" "$TB_DIR/dnsmasq-Dc.out" \
 	    _bn_dns_answers "${P}-c1" 10.214.1.1 "$BN_DC_PORT" || return 1
+	_tb_wait_for "dnsmasq Dl" "$TB_DIR/dnsmasq-Dl.out" \
+	    _bn_dns_answers "${P}-c1" 10.214.1.1 "$BN_DL_PORT" || return 1
 	_tb_wait_for "tinyproxy" "$TB_DIR/tinyproxy.out" ip netns exec "${P}-c2" \
 	    curl -s --max-time 2 -o /dev/null -p -x "10.214.2.1:$BN_PROXY_PORT" \
 	    --cacert "$TB_CA" "https://$BN_NAME/" || return 1
@@ -329,7 +342,7 @@ bn_resolve_s() {
 bn_client_ns() {
 	case $1 in
 	B0) echo "${P}-c0" ;;
-	B1|D|Dc) echo "${P}-c1" ;;
+	B1|D|Dc|Dl) echo "${P}-c1" ;;
 	P|Q) echo "${P}-c2" ;;
 	S) echo "${P}-s1" ;;
 	esac

@@ -129,7 +129,8 @@ def main():
       "first-flight inspection, logging); P: tinyproxy, explicit proxy on the "
       "gateway; Q: squid beside it, explicit proxy, no cache; D: dnsmasq forwarding without a cache; Dc: dnsmasq with its "
       "default cache, the peer of S, whose resolver caches too (--dns-cache, "
-      "4096 by default).")
+      "4096 by default); Dl: Dc logging every query to a file (--log-queries), "
+      "the nearest it comes to S's row per query.")
     w("")
 
     targets = []   # (what, value, goal text, ok)
@@ -175,6 +176,10 @@ def main():
     w(f"| DNS CPU per query, S/Dc | | | | | {cell(rc)} | ≤ 1 |")
     w(f"| DNS queries/s, S/D (D without a cache) | | | | | {cell(rqd)} | |")
     w(f"| DNS CPU per query, S/D | | | | | {cell(rcd)} | |")
+    w(f"| DNS queries/s, S/Dl (Dc logging each query to a file) | | | | | "
+      f"{cell(S.ratio('main', 'dns', 'S', 'Dl', 'qps'))} | |")
+    w(f"| DNS CPU per query, S/Dl | | | | | "
+      f"{cell(S.ratio('main', 'dns', 'S', 'Dl', 'cpu_us_per_query'))} | |")
     target("DNS qps S/Dc", rq, "≥ 0.95", lambda m: m >= 0.95)
     target("DNS CPU per query S/Dc", rc, "≤ 1", lambda m: m <= 1.0)
     w("")
@@ -205,13 +210,13 @@ def main():
                        f"{cell(S.vals('main', t, x, 'lat_p99_us'), 0)}"
                        for x in ("B0", "B1", "S", "P", "Q")) + " |")
     w("")
-    w("| DNS | S | D | Dc |")
-    w("| --- | --- | --- | --- |")
-    w("| queries/s | " + " | ".join(cell(S.vals("main", "dns", x, "qps"), 0) for x in ("S", "D", "Dc")) + " |")
+    w("| DNS | S | D | Dc | Dl |")
+    w("| --- | --- | --- | --- | --- |")
+    w("| queries/s | " + " | ".join(cell(S.vals("main", "dns", x, "qps"), 0) for x in ("S", "D", "Dc", "Dl")) + " |")
     w("| server CPU µs per query | " + " | ".join(
-        cell(S.vals("main", "dns", x, "cpu_us_per_query"), 1) for x in ("S", "D", "Dc")) + " |")
+        cell(S.vals("main", "dns", x, "cpu_us_per_query"), 1) for x in ("S", "D", "Dc", "Dl")) + " |")
     w("| queries lost | " + " | ".join(
-        fmt(sum(S.vals("main", "dns", x, "lost")), 0) for x in ("S", "D", "Dc")) + " |")
+        fmt(sum(S.vals("main", "dns", x, "lost")), 0) for x in ("S", "D", "Dc", "Dl")) + " |")
     w("")
 
     # -------------------------------------------------------- latency

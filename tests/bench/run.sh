@@ -273,6 +273,7 @@ dns() {
 	S) srv=$BN_S_GW; pid=$BN_SLUICED_PID; s_before ;;
 	D) srv=10.214.1.1; pid=$BN_D_PID ;;
 	Dc) srv=10.214.1.1; pid=$BN_DC_PID; port=$BN_DC_PORT ;;
+	Dl) srv=10.214.1.1; pid=$BN_DL_PID; port=$BN_DL_PORT ;;
 	esac
 	c0=$(bn_cpu_ns "$pid")
 	ip netns exec "$ns" timeout $((${BENCH_SECS%.*} + 10)) dnsperf \
@@ -376,7 +377,7 @@ for ((r = 1; r <= BENCH_REPS; r++)); do
 			    "\"test\": \"${mode}_lat\""
 		done
 	done
-	for c in $(rotate $r S D Dc); do
+	for c in $(rotate $r S D Dc Dl); do
 		dns "$c" "$tag" "\"test\": \"dns\""
 	done
 done

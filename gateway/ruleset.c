@@ -233,8 +233,9 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 {
 	if (ruleset_load(gw, true, err, errlen) == -1) {
 		log_warnx("ruleset: %s; loading it without the bare-ACK and "
-		    "DNS-notrack rules (xt_u32, xt_addrtype, xt_CT): those "
-		    "packets take the queue and conntrack instead", err);
+		    "DNS-notrack rules (xt_u32, xt_connbytes, xt_addrtype, "
+		    "xt_CT): those packets take the queue and conntrack "
+		    "instead", err);
 		if (ruleset_load(gw, false, err, errlen) == -1)
 			return -1;
 	}

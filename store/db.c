@@ -580,7 +580,7 @@ fail:
 	return NULL;
 }
 
-/* The ring slot outlives the statement's step, so no copies are needed. */
+/* The batch outlives the statement's step, so no copies are needed. */
 static void
 bind_text(sqlite3_stmt *st, int col, const char *s, int empty_is_null)
 {
@@ -766,38 +766,33 @@ write_rec(struct store_db *d, const struct store_rec *r)
 	return SQLITE_MISUSE;
 }
 
-/* The MULTI_ROWS records from ring index at are all flows or all queries. */
+/* The MULTI_ROWS records from r on are all flows or all queries. */
 static bool
-same_kind(const struct store_rec *ring, size_t cap, size_t at)
+same_kind(const struct store_rec *r)
 {
-	enum store_rec_kind k = ring[at % cap].kind;
 	size_t i;
 
-	if (k != STORE_REC_FLOW && k != STORE_REC_DNS)
+	if (r->kind != STORE_REC_FLOW && r->kind != STORE_REC_DNS)
 		return false;
 	for (i = 1; i < MULTI_ROWS; i++)
-		if (ring[(at + i) % cap].kind != k)
+		if (r[i].kind != r->kind)
 			return false;
 	return true;
 }
 
-/* Writes the MULTI_ROWS records from ring index at in one statement. */
+/* Writes the MULTI_ROWS records from r on in one statement. */
 static int
-write_multi(struct store_db *d, const struct store_rec *ring, size_t cap,
-    size_t at)
+write_multi(struct store_db *d, const struct store_rec *r)
 {
-	const struct store_rec *r = &ring[at % cap];
 	sqlite3_stmt *st = r->kind == STORE_REC_FLOW ? d->flow_multi :
 	    d->dns_multi;
 	int i;
 
-	for (i = 0; i < MULTI_ROWS; i++) {
-		r = &ring[(at + (size_t)i) % cap];
-		if (r->kind == STORE_REC_FLOW)
-			bind_flow(st, i * FLOW_PARAMS, &r->u.flow);
+	for (i = 0; i < MULTI_ROWS; i++)
+		if (r[i].kind == STORE_REC_FLOW)
+			bind_flow(st, i * FLOW_PARAMS, &r[i].u.flow);
 		else
-			bind_dns(st, i * DNS_PARAMS, &r->u.dns);
-	}
+			bind_dns(st, i * DNS_PARAMS, &r[i].u.dns);
 	return step_reset(st);
 }
 
@@ -826,8 +821,8 @@ finish(struct store_db *d, int rc)
 }
 
 int
-store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
-    size_t head, size_t n, const struct store_lost *lost, int64_t now_us)
+store_db_write(struct store_db *d, const struct store_rec *recs, size_t n,
+    const struct store_lost *lost, int64_t now_us)
 {
 	size_t i;
 	int rc;
@@ -835,11 +830,11 @@ store_db_write(struct store_db *d, const struct store_rec *ring, size_t cap,
 	if ((rc = begin(d)) != SQLITE_DONE)
 		return -1;
 	for (i = 0; i < n && rc == SQLITE_DONE; )
-		if (n - i >= MULTI_ROWS && same_kind(ring, cap, head + i)) {
-			rc = write_multi(d, ring, cap, head + i);
+		if (n - i >= MULTI_ROWS && same_kind(&recs[i])) {
+			rc = write_multi(d, &recs[i]);
 			i += MULTI_ROWS;
 		} else
-			rc = write_rec(d, &ring[(head + i++) % cap]);
+			rc = write_rec(d, &recs[i++]);
 	if (rc == SQLITE_DONE)
 		rc = write_lost(d, lost, now_us);
 	return finish(d, rc);

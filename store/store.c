@@ -453,7 +453,7 @@ write_batch(struct store *s)
 	pthread_mutex_unlock(&s->lock);
 	unpack_batch(s, head, n);
 	if (writer_db(s) != NULL &&
-	    (rc = store_db_write(s->db, s->batch, s->batch_max, 0, n, &lost,
+	    (rc = store_db_write(s->db, s->batch, n, &lost,
 	    store_now_us())) == -1)
 		drop_if_broken(s);
 	pthread_mutex_lock(&s->lock);

@@ -80,14 +80,13 @@ struct store_db;
 struct store_db *store_db_open(const char *path, char *err, size_t errlen);
 
 /*
- * Writes n records, ring[(head + i) % cap] (n may be 0), and one
- * lost_records row stamped now_us for each nonzero count in lost, in one
- * transaction. 0 when committed; -1 when rolled back (the records are
- * untouched and may be written again).
+ * Writes the n records recs[0..n) (n may be 0), and one lost_records row
+ * stamped now_us for each nonzero count in lost, in one transaction. 0
+ * when committed; -1 when rolled back (the records are untouched and may
+ * be written again).
  */
-int store_db_write(struct store_db *d, const struct store_rec *ring,
-    size_t cap, size_t head, size_t n, const struct store_lost *lost,
-    int64_t now_us);
+int store_db_write(struct store_db *d, const struct store_rec *recs,
+    size_t n, const struct store_lost *lost, int64_t now_us);
 
 /*
  * Deletes up to limit rows older than cutoff_us (ts < cutoff_us) from one

@@ -127,7 +127,8 @@ def main():
       "(min–max) over the repetitions is given. B0: plain forwarding; B1: "
       "conntrack, established-accept, NAT; S: sluiced (DNS bindings, TLS/HTTP "
       "first-flight inspection, logging); P: tinyproxy, explicit proxy on the "
-      "gateway; Q: squid beside it, explicit proxy, no cache; D: dnsmasq forwarding without a cache; Dc: dnsmasq with its "
+      "gateway; Q: squid beside it, explicit proxy, no cache; D: dnsmasq "
+      "forwarding without a cache; Dc: dnsmasq with its "
       "default cache, the peer of S, whose resolver caches too (--dns-cache, "
       "4096 by default); Dl: Dc logging every query to a file (--log-queries), "
       "the nearest it comes to S's row per query.")

@@ -19,6 +19,8 @@ struct nfq_packet {
 	uint8_t		 hook;		/* NF_INET_* hook it was queued at */
 	const uint8_t	*payload;	/* the network-layer packet */
 	size_t		 len;
+	bool		 copy;		/* an NFLOG copy: already accepted,
+					 * no id, no verdict (fastsyn.c) */
 };
 
 /*
@@ -434,5 +436,76 @@ uint64_t nfq_ct_damaged(const struct nfq_ct *ct);
 const char *nfq_ct_end_state(const struct nfq_ct_end *e);
 
 void nfq_ct_close(struct nfq_ct *ct);	/* NULL-safe */
+
+/* ---- SYNs accepted in the kernel (fastsyn.c) ------------------------------ */
+
+/*
+ * The set's key, type iface_index . ipv4_addr . ipv4_addr . inet_service:
+ * the sandbox's interface, its address, the destination and its port.
+ */
+#define NFQ_FASTSYN_KEY_LEN	16
+
+struct nfq_fastsyn;
+
+struct nfq_fastsyn_stats {
+	uint64_t	adds;		/* elements sent */
+	uint64_t	add_errors;	/* refused by the kernel (a full set) */
+	uint64_t	flushes;
+	uint64_t	flush_errors;
+};
+
+/* Addresses in network order, ifindex and port in host order. */
+void nfq_fastsyn_key(uint8_t key[NFQ_FASTSYN_KEY_LEN], uint32_t ifindex,
+    uint32_t saddr, uint32_t daddr, uint16_t dport);
+
+/*
+ * Opens a netlink socket to the nftables set TABLE SET (family ip) in the
+ * caller's network namespace and empties the set, which must exist with
+ * the key above and timeouts. NULL with a message in err.
+ */
+struct nfq_fastsyn *nfq_fastsyn_open(const char *table, const char *set,
+    char *err, size_t errlen);
+
+/*
+ * Adds an element that expires after timeout_ms (an existing one is left
+ * as it is). Not acknowledged: the kernel's refusals are read and counted
+ * on the next call. -1 when the message could not be sent.
+ */
+int nfq_fastsyn_add(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
+    uint32_t daddr, uint16_t dport, uint64_t timeout_ms);
+
+/* Deletes one element, or every element (only if one was added since the
+ * last flush); acknowledged (gone on return 0). */
+int nfq_fastsyn_del(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
+    uint32_t daddr, uint16_t dport);
+int nfq_fastsyn_flush(struct nfq_fastsyn *fs);
+void nfq_fastsyn_stats(const struct nfq_fastsyn *fs,
+    struct nfq_fastsyn_stats *st);
+void nfq_fastsyn_close(struct nfq_fastsyn *fs);	/* NULL-safe */
+
+struct nfq_nflog;
+
+struct nfq_nflog_stats {
+	uint64_t	packets;	/* copies read */
+	uint64_t	overruns;	/* ENOBUFS: copies the kernel dropped */
+	uint64_t	bad_messages;
+};
+
+/*
+ * Binds NFLOG group in the caller's network namespace, copying 128 bytes
+ * of each packet, each sent at once (threshold 1). NULL with a message in
+ * err.
+ */
+struct nfq_nflog *nfq_nflog_open(uint16_t group, char *err, size_t errlen);
+int nfq_nflog_fd(const struct nfq_nflog *l);
+
+/*
+ * Reads what is pending (non-blocking, at most 64 datagrams) and calls cb
+ * with each copy (pkt->copy set, pkt->id 0); cb's return is ignored.
+ * Returns the number of copies, or -1 with errno on a socket error.
+ */
+int nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg);
+void nfq_nflog_stats(const struct nfq_nflog *l, struct nfq_nflog_stats *st);
+void nfq_nflog_close(struct nfq_nflog *l);	/* NULL-safe */
 
 #endif

@@ -1,0 +1,494 @@
+/* fastsyn.c: SYNs accepted in the kernel, and the set that lets them.
+ *
+ * A TLS or HTTP connection to an address a sandbox resolved through an
+ * allowed name is decided twice: at its SYN (the binding) and at its first
+ * flight (the name it presents). The first decision depends on nothing
+ * the connection sends, only on the (sandbox, source, destination, port)
+ * and on state that changes rarely (the policy, the binding), so once it
+ * has been made through the queue it is put into an nftables set with
+ * the binding's remaining lifetime, and the next SYN of that kind is
+ * marked "under inspection" and accepted in the kernel: one trip through
+ * sluiced fewer on every such connection's path.
+ *
+ * sluiced still sees every such SYN: the ruleset copies it to an NFLOG
+ * group before accepting it, and the copy starts the connection's hold as
+ * the queued SYN did (the sequence number the first flight starts from,
+ * the row of a connection that never sends a byte). The copy is in the
+ * socket before the SYN has left the gateway, so it is always readable
+ * when the first flight arrives, at least one round trip later.
+ *
+ * Two parts: the set's writer (nf_tables set-element messages, built by
+ * hand with libmnl: add with a timeout, flush) and the NFLOG reader.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+#include <linux/netfilter/nf_tables.h>
+
+#include "nfq/nfq.h"
+
+/* ---- the set ------------------------------------------------------------ */
+
+/* How long nfq_fastsyn_open waits for the kernel to answer. */
+#define FS_ACK_TIMEOUT_MS	2000
+
+struct nfq_fastsyn {
+	struct mnl_socket	*nl;
+	unsigned int		 portid;
+	uint32_t		 seq;
+	char			 table[32];
+	char			 set[32];
+	bool			 dirty;		/* added to since the last flush */
+	struct nfq_fastsyn_stats stats;
+	alignas(struct nlmsghdr) char buf[8192];
+};
+
+/*
+ * The key of type iface_index . ipv4_addr . ipv4_addr . inet_service:
+ * each part in its own 4-byte register, the interface index in host
+ * order, the addresses and the port as they are on the wire (the port in
+ * the register's first two bytes).
+ */
+void
+nfq_fastsyn_key(uint8_t key[NFQ_FASTSYN_KEY_LEN], uint32_t ifindex,
+    uint32_t saddr, uint32_t daddr, uint16_t dport)
+{
+	uint16_t p = htons(dport);
+
+	memset(key, 0, NFQ_FASTSYN_KEY_LEN);
+	memcpy(key, &ifindex, 4);
+	memcpy(key + 4, &saddr, 4);
+	memcpy(key + 8, &daddr, 4);
+	memcpy(key + 12, &p, 2);
+}
+
+static struct nlmsghdr *
+batch_msg(char *at, uint16_t type, uint16_t flags, uint32_t seq, uint8_t family,
+    uint16_t res_id)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(at);
+	struct nfgenmsg *nfg;
+
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = NLM_F_REQUEST | flags;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = family;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = htons(res_id);
+	return nlh;
+}
+
+/*
+ * One transaction: begin, a set-element message, end. key NULL: delete
+ * every element (a flush). With ack, waits for the kernel's answer.
+ */
+static int
+fs_send(struct nfq_fastsyn *fs, int type, const uint8_t *key,
+    uint64_t timeout_ms, bool ack)
+{
+	alignas(struct nlmsghdr) char msg[512];
+	struct nlmsghdr *nlh;
+	struct nlattr *list, *elem, *k;
+	size_t len = 0;
+	uint32_t seq = ++fs->seq;
+
+	nlh = batch_msg(msg, NFNL_MSG_BATCH_BEGIN, 0, seq, AF_UNSPEC,
+	    NFNL_SUBSYS_NFTABLES);
+	len += nlh->nlmsg_len;
+	nlh = batch_msg(msg + len, (NFNL_SUBSYS_NFTABLES << 8) | type,
+	    (type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0) |
+	    (ack ? NLM_F_ACK : 0), seq, NFPROTO_IPV4, 0);
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, fs->table);
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, fs->set);
+	if (key != NULL) {
+		list = mnl_attr_nest_start(nlh, NFTA_SET_ELEM_LIST_ELEMENTS);
+		elem = mnl_attr_nest_start(nlh, NFTA_LIST_ELEM);
+		k = mnl_attr_nest_start(nlh, NFTA_SET_ELEM_KEY);
+		mnl_attr_put(nlh, NFTA_DATA_VALUE, NFQ_FASTSYN_KEY_LEN, key);
+		mnl_attr_nest_end(nlh, k);
+		if (timeout_ms > 0)
+			mnl_attr_put_u64(nlh, NFTA_SET_ELEM_TIMEOUT,
+			    htobe64(timeout_ms));
+		mnl_attr_nest_end(nlh, elem);
+		mnl_attr_nest_end(nlh, list);
+	}
+	len += nlh->nlmsg_len;
+	nlh = batch_msg(msg + len, NFNL_MSG_BATCH_END, 0, seq, AF_UNSPEC,
+	    NFNL_SUBSYS_NFTABLES);
+	len += nlh->nlmsg_len;
+
+	if (mnl_socket_sendto(fs->nl, msg, len) < 0)
+		return -1;
+	if (ack) {
+		struct timespec t0, t;
+		ssize_t n;
+		int rc;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			n = recv(mnl_socket_get_fd(fs->nl), fs->buf,
+			    sizeof(fs->buf), MSG_DONTWAIT);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno != EAGAIN)
+				return -1;
+			if (n > 0) {
+				rc = mnl_cb_run(fs->buf, (size_t)n, seq,
+				    fs->portid, NULL, NULL);
+				if (rc == MNL_CB_ERROR)
+					return -1;
+				if (rc == MNL_CB_STOP)
+					return 0;
+				continue;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000 +
+			    (t.tv_nsec - t0.tv_nsec) / 1000000 >
+			    FS_ACK_TIMEOUT_MS) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			{
+				struct timespec nap = { 0, 1000000 };
+
+				nanosleep(&nap, NULL);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Errors of unacknowledged adds come back later: read and count them. */
+static void
+fs_drain(struct nfq_fastsyn *fs)
+{
+	ssize_t n;
+
+	while ((n = recv(mnl_socket_get_fd(fs->nl), fs->buf, sizeof(fs->buf),
+	    MSG_DONTWAIT)) > 0) {
+		const struct nlmsghdr *nlh = (const struct nlmsghdr *)fs->buf;
+		size_t left = (size_t)n;
+
+		for (; mnl_nlmsg_ok(nlh, (int)left);
+		    nlh = mnl_nlmsg_next(nlh, (int *)&left)) {
+			const struct nlmsgerr *e;
+
+			if (nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			e = mnl_nlmsg_get_payload(nlh);
+			if (e->error != 0)
+				fs->stats.add_errors++;
+		}
+	}
+	if (n < 0 && errno == ENOBUFS)
+		fs->stats.add_errors++;
+}
+
+struct nfq_fastsyn *
+nfq_fastsyn_open(const char *table, const char *set, char *err, size_t errlen)
+{
+	struct nfq_fastsyn *fs;
+
+	if ((fs = calloc(1, sizeof(*fs))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	snprintf(fs->table, sizeof(fs->table), "%s", table);
+	snprintf(fs->set, sizeof(fs->set), "%s", set);
+	fs->seq = (uint32_t)time(NULL);
+	if ((fs->nl = mnl_socket_open(NETLINK_NETFILTER)) == NULL ||
+	    mnl_socket_bind(fs->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		snprintf(err, errlen, "netlink: %s", strerror(errno));
+		goto fail;
+	}
+	fs->portid = mnl_socket_get_portid(fs->nl);
+	/* the set must be there and writable: a flush says both */
+	if (fs_send(fs, NFT_MSG_DELSETELEM, NULL, 0, true) == -1) {
+		snprintf(err, errlen, "set %s %s: %s", table, set,
+		    strerror(errno));
+		goto fail;
+	}
+	return fs;
+fail:
+	if (fs->nl != NULL)
+		mnl_socket_close(fs->nl);
+	free(fs);
+	return NULL;
+}
+
+int
+nfq_fastsyn_add(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
+    uint32_t daddr, uint16_t dport, uint64_t timeout_ms)
+{
+	uint8_t key[NFQ_FASTSYN_KEY_LEN];
+
+	if (timeout_ms == 0)
+		return 0;
+	fs_drain(fs);
+	nfq_fastsyn_key(key, ifindex, saddr, daddr, dport);
+	if (fs_send(fs, NFT_MSG_NEWSETELEM, key, timeout_ms, false) == -1) {
+		fs->stats.add_errors++;
+		return -1;
+	}
+	fs->stats.adds++;
+	fs->dirty = true;
+	return 0;
+}
+
+int
+nfq_fastsyn_del(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
+    uint32_t daddr, uint16_t dport)
+{
+	uint8_t key[NFQ_FASTSYN_KEY_LEN];
+
+	fs_drain(fs);
+	nfq_fastsyn_key(key, ifindex, saddr, daddr, dport);
+	/* acknowledged: the caller relies on its being gone (ENOENT, an
+	 * element already expired, is success too) */
+	if (fs_send(fs, NFT_MSG_DELSETELEM, key, 0, true) == -1 &&
+	    errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+int
+nfq_fastsyn_flush(struct nfq_fastsyn *fs)
+{
+	/* nothing added since the last flush: nothing of ours to remove
+	 * (a sandbox deleted every few milliseconds costs no transaction) */
+	if (!fs->dirty)
+		return 0;
+	fs_drain(fs);
+	if (fs_send(fs, NFT_MSG_DELSETELEM, NULL, 0, true) == -1) {
+		fs->stats.flush_errors++;
+		return -1;
+	}
+	fs->dirty = false;
+	fs->stats.flushes++;
+	return 0;
+}
+
+void
+nfq_fastsyn_stats(const struct nfq_fastsyn *fs, struct nfq_fastsyn_stats *st)
+{
+	*st = fs->stats;
+}
+
+void
+nfq_fastsyn_close(struct nfq_fastsyn *fs)
+{
+	if (fs == NULL)
+		return;
+	mnl_socket_close(fs->nl);
+	free(fs);
+}
+
+/* ---- the NFLOG copies --------------------------------------------------- */
+
+/* Copies per nfq_nflog_recv call, like the queue's batch. */
+#define NFLOG_RECV_BATCH	64
+#define NFLOG_RCVBUF		(4 * 1024 * 1024)
+
+struct nfq_nflog {
+	struct mnl_socket	*nl;
+	unsigned int		 portid;
+	uint16_t		 group;
+	uint32_t		 seq;
+	nfq_packet_cb		 cb;
+	void			*cb_arg;
+	int			 handled;
+	struct nfq_nflog_stats	 stats;
+	alignas(struct nlmsghdr) char buf[64 * 1024];
+};
+
+static int
+nflog_config(struct nfq_nflog *l, uint16_t group, const void *attr,
+    uint16_t type, size_t len)
+{
+	alignas(struct nlmsghdr) char msg[256];
+	struct nlmsghdr *nlh;
+	ssize_t n;
+	uint32_t seq = ++l->seq;
+	int rc;
+
+	nlh = batch_msg(msg, (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG,
+	    NLM_F_ACK, seq, AF_UNSPEC, group);
+	mnl_attr_put(nlh, type, len, attr);
+	if (mnl_socket_sendto(l->nl, nlh, nlh->nlmsg_len) < 0)
+		return -1;
+	/* The socket is blocking until open returns: the answer is next
+	 * (nothing is logged to the group before its bind succeeds). */
+	for (;;) {
+		n = mnl_socket_recvfrom(l->nl, l->buf, sizeof(l->buf));
+		if (n < 0)
+			return -1;
+		rc = mnl_cb_run(l->buf, (size_t)n, seq, l->portid, NULL, NULL);
+		if (rc == MNL_CB_ERROR)
+			return -1;
+		if (rc == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+struct nfq_nflog *
+nfq_nflog_open(uint16_t group, char *err, size_t errlen)
+{
+	struct nfq_nflog *l;
+	struct nfulnl_msg_config_cmd cmd;
+	struct nfulnl_msg_config_mode mode;
+	uint32_t thresh = htonl(1);
+	int rcvbuf = NFLOG_RCVBUF;
+	struct timeval tv = { 2, 0 };
+
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	l->group = group;
+	if ((l->nl = mnl_socket_open(NETLINK_NETFILTER)) == NULL ||
+	    mnl_socket_bind(l->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		snprintf(err, errlen, "nflog %u: netlink: %s", group,
+		    strerror(errno));
+		goto fail;
+	}
+	l->portid = mnl_socket_get_portid(l->nl);
+	(void)setsockopt(mnl_socket_get_fd(l->nl), SOL_SOCKET, SO_RCVBUFFORCE,
+	    &rcvbuf, sizeof(rcvbuf));
+	(void)setsockopt(mnl_socket_get_fd(l->nl), SOL_SOCKET, SO_RCVTIMEO,
+	    &tv, sizeof(tv));
+	cmd.command = NFULNL_CFG_CMD_BIND;
+	if (nflog_config(l, group, &cmd, NFULA_CFG_CMD, sizeof(cmd)) == -1) {
+		snprintf(err, errlen, "nflog %u: bind: %s", group,
+		    strerror(errno));
+		goto fail;
+	}
+	/* the headers are enough: a SYN the set lets through has no payload */
+	memset(&mode, 0, sizeof(mode));
+	mode.copy_mode = NFULNL_COPY_PACKET;
+	mode.copy_range = htonl(128);
+	if (nflog_config(l, group, &mode, NFULA_CFG_MODE, sizeof(mode)) == -1 ||
+	    nflog_config(l, group, &thresh, NFULA_CFG_QTHRESH,
+	    sizeof(thresh)) == -1) {
+		snprintf(err, errlen, "nflog %u: config: %s", group,
+		    strerror(errno));
+		goto fail;
+	}
+	return l;
+fail:
+	if (l->nl != NULL)
+		mnl_socket_close(l->nl);
+	free(l);
+	return NULL;
+}
+
+int
+nfq_nflog_fd(const struct nfq_nflog *l)
+{
+	return mnl_socket_get_fd(l->nl);
+}
+
+static int
+nflog_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, NFULA_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int
+nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nfq_nflog *l = data;
+	const struct nlattr *tb[NFULA_MAX + 1] = { NULL };
+	struct nfq_packet pkt;
+
+	if (nlh->nlmsg_type != ((NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET))
+		return MNL_CB_OK;
+	if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), nflog_attr_cb,
+	    tb) < 0 || tb[NFULA_PAYLOAD] == NULL ||
+	    (tb[NFULA_IFINDEX_INDEV] != NULL &&
+	    mnl_attr_get_payload_len(tb[NFULA_IFINDEX_INDEV]) < 4) ||
+	    (tb[NFULA_MARK] != NULL &&
+	    mnl_attr_get_payload_len(tb[NFULA_MARK]) < 4)) {
+		l->stats.bad_messages++;
+		return MNL_CB_OK;
+	}
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.copy = true;
+	if (tb[NFULA_IFINDEX_INDEV] != NULL)
+		pkt.indev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_INDEV]));
+	if (tb[NFULA_MARK] != NULL)
+		pkt.mark = ntohl(mnl_attr_get_u32(tb[NFULA_MARK]));
+	pkt.payload = mnl_attr_get_payload(tb[NFULA_PAYLOAD]);
+	pkt.len = mnl_attr_get_payload_len(tb[NFULA_PAYLOAD]);
+	l->stats.packets++;
+	l->handled++;
+	(void)l->cb(l->cb_arg, &pkt);
+	return MNL_CB_OK;
+}
+
+int
+nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
+{
+	ssize_t n;
+	int i;
+
+	l->cb = cb;
+	l->cb_arg = arg;
+	l->handled = 0;
+	for (i = 0; i < NFLOG_RECV_BATCH; i++) {
+		n = recv(mnl_socket_get_fd(l->nl), l->buf, sizeof(l->buf),
+		    MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			/* copies the kernel could not queue to us: those
+			 * connections' first flights find no state and are
+			 * refused (fail closed) */
+			if (errno == ENOBUFS) {
+				l->stats.overruns++;
+				continue;
+			}
+			l->cb = NULL;
+			return -1;
+		}
+		if (mnl_cb_run(l->buf, (size_t)n, 0, l->portid,
+		    nflog_packet_cb, l) == MNL_CB_ERROR)
+			l->stats.bad_messages++;
+	}
+	l->cb = NULL;
+	return l->handled;
+}
+
+void
+nfq_nflog_stats(const struct nfq_nflog *l, struct nfq_nflog_stats *st)
+{
+	*st = l->stats;
+}
+
+void
+nfq_nflog_close(struct nfq_nflog *l)
+{
+	if (l == NULL)
+		return;
+	mnl_socket_close(l->nl);
+	free(l);
+}

@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential pkg-config
 libnetfilter-queue-dev libmnl-dev libsqlite3-dev libjansson-dev libssl-dev libcmocka-dev
 libndpi-dev libpcap-dev
-iptables iproute2 conntrack sqlite3
+iptables nftables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
 bind9-dnsutils iputils-ping
 clang libclang-rt-14-dev

@@ -501,7 +501,7 @@ dns_bindings_find(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 	    idx != BIND_NIL; idx = e->next) {
 		e = &b->entries[idx];
 		if (e->sandbox == sandbox && e->addr == addr &&
-		    e->expires_ms > now_ms && fn(arg, e->name))
+		    e->expires_ms > now_ms && fn(arg, e->name, e->expires_ms))
 			return true;
 	}
 	return false;

@@ -192,11 +192,12 @@ int dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
     const char *name, uint64_t now_ms, uint64_t expires_ms);
 
 /*
- * Calls fn(arg, name) for each live binding of (sandbox, addr) at now_ms
- * until fn returns true. Returns true if some fn call returned true. The
- * name pointer is valid during the call only.
+ * Calls fn(arg, name, expires_ms) for each live binding of (sandbox, addr)
+ * at now_ms until fn returns true. Returns true if some fn call returned
+ * true. The name pointer is valid during the call only.
  */
-typedef bool (*dns_binding_fn)(void *arg, const char *name);
+typedef bool (*dns_binding_fn)(void *arg, const char *name,
+    uint64_t expires_ms);
 bool dns_bindings_find(struct dns_bindings *b, uint32_t sandbox,
     uint32_t addr, uint64_t now_ms, dns_binding_fn fn, void *arg);
 

@@ -19,6 +19,7 @@ enum {
 	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
+	OPT_KERNEL_SYN,
 };
 
 static const struct option long_opts[] = {
@@ -47,6 +48,7 @@ static const struct option long_opts[] = {
 	{ "limit-dns-rate",	required_argument, NULL, OPT_LIMIT_DNS_RATE },
 	{ "limit-dns-burst",	required_argument, NULL, OPT_LIMIT_DNS_BURST },
 	{ "limit-holds",	required_argument, NULL, OPT_LIMIT_HOLDS },
+	{ "kernel-syn",		required_argument, NULL, OPT_KERNEL_SYN },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -63,7 +65,8 @@ static const char usage_text[] =
 "               [--metrics-socket PATH] [--metrics-listen ADDR:PORT]\n"
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"
-"               [--limit-dns-burst N] [--limit-holds N] [--teardown]\n"
+"               [--limit-dns-burst N] [--limit-holds N] [--kernel-syn on|off]\n"
+"               [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -101,6 +104,10 @@ static const char usage_text[] =
 "  --limit-holds N    TLS/HTTP first flights held at once per sandbox\n"
 "                     (default 256, at most 1024; 16 once the table is 3/4\n"
 "                     full); over it: denied, rate_limited; 0: no bound\n"
+"  --kernel-syn on|off  once a TLS/HTTP connection's SYN has been decided\n"
+"                     \"inspect\" through the queue, accept the next SYNs with\n"
+"                     the same sandbox, destination and port in the kernel\n"
+"                     while the binding lasts, copied to sluiced (default on)\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
 
 static int
@@ -189,6 +196,17 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		if (cfg->queue_balance == 0) {
 			fprintf(stderr, "sluiced: queue-balance must be 1..%d\n",
 			    GW_QUEUES_MAX);
+			return -1;
+		}
+		break;
+	case OPT_KERNEL_SYN:
+		if (strcmp(val, "on") == 0)
+			cfg->kernel_syn = true;
+		else if (strcmp(val, "off") == 0)
+			cfg->kernel_syn = false;
+		else {
+			fprintf(stderr, "sluiced: %s: \"%s\" is not on or off\n",
+			    name, val);
 			return -1;
 		}
 		break;
@@ -308,6 +326,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->limit_conn_rate = GW_LIMIT_CONN_RATE;
 	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
 	cfg->limit_holds = GW_HOLD_PER_SANDBOX;
+	cfg->kernel_syn = true;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)

@@ -56,6 +56,13 @@
 #define GW_HOST_UPLINK_PEER	"100.64.213.1/30"
 #define GW_SB_IF_PREFIX	"sg"		/* gateway side of sandbox veths: sg<slot> */
 #define GW_SB_IF	"eth0"		/* sandbox side */
+/* SYNs accepted in the kernel (nfq/fastsyn.c): the nftables table and set
+ * the ruleset makes, and the NFLOG group their copies go to. */
+#define GW_FASTSYN_TABLE	"sluice"
+#define GW_FASTSYN_SET		"bound"
+#define GW_FASTSYN_GROUP	7
+/* An element lives as long as the binding that admitted it, at most: */
+#define GW_FASTSYN_MAX_MS	600000
 
 /* DNS bindings: bounds, and what happens at them (dns/dns.h): a full
  * table refuses new bindings, and their addresses are left out of the
@@ -122,6 +129,7 @@ struct gw_config {
 	unsigned	 limit_conn_burst;
 	unsigned	 limit_dns_rate;	/* per sandbox; 0: unlimited */
 	unsigned	 limit_dns_burst;
+	bool		 kernel_syn;		/* --kernel-syn (fastsyn.c) */
 	unsigned	 limit_holds;		/* per sandbox; 0: no bound */
 	bool		 foreground;
 	bool		 verbose;
@@ -199,6 +207,12 @@ struct gw {
 	struct gw_holds		*holds;
 	struct nfq_classifier	*classifier;
 	struct nfq_ct		*ct;		/* conntrack destroy events */
+	bool			 fastsyn_rules;	/* the ruleset has them */
+	struct nfq_fastsyn	*fastsyn;	/* NULL: every SYN is queued */
+	struct nfq_nflog	*nflog;		/* copies of the SYNs it lets */
+	uint64_t		 fastsyn_copies;	/* SYNs it let through */
+	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
+	uint64_t		 fastsyn_bad;	/* copies not a bare SYN */
 	struct gw_capture	*capture;	/* --capture-denied, or NULL */
 	/* The config documents (json_t) that reloaded live strings point
 	 * into: cfg.dns_upstream, cfg.capture_denied. Held while they do. */
@@ -311,6 +325,20 @@ int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct gw_flow_extra *extra);
 int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple6 *t, const struct gw_decision *d);
+
+/*
+ * synpath.c: a new flow's first decision, for a queued packet (with its
+ * verdict) or a SYN the kernel accepted (pkt->copy, none); and the
+ * kernel-SYN set: opened after the ruleset in the gateway namespace,
+ * emptied when a policy changes or a sandbox goes, its copies read before
+ * the queue and whenever a first flight finds no hold.
+ */
+int gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now);
+void gw_fastsyn_open(struct gw *gw);
+void gw_fastsyn_read(struct gw *gw);
+void gw_fastsyn_forget(struct gw *gw);
+void gw_fastsyn_close(struct gw *gw);
 
 /* inspect.c. gw_inspect_start: 0, or -1 with errno ENOSPC (the hold
  * table is full), EBUSY (the sandbox holds --limit-holds flows already)

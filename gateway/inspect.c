@@ -628,9 +628,10 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	classify(gw, h, pkt, now);
 
 	if (t->l4_len == 0) {
-		/* a plain SYN: let the handshake happen, queue what follows */
-		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-		    GW_MARK_INSPECT) == -1)
+		/* a plain SYN: let the handshake happen, queue what follows
+		 * (a copy from the kernel-SYN set is through already) */
+		if (!pkt->copy && nfq_queue_verdict(gw->queue, pkt->id,
+		    NF_ACCEPT, true, GW_MARK_INSPECT) == -1)
 			log_warn("verdict");
 		return 0;
 	}
@@ -651,6 +652,12 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 
 	flow_key(pkt, t, &key);
 	h = hold_find(gw->holds, &key);
+	if (h == NULL && gw->nflog != NULL) {
+		/* a SYN the kernel accepted: its copy was in the socket
+		 * before the SYN left, so it is there to read now */
+		gw_fastsyn_read(gw);
+		h = hold_find(gw->holds, &key);
+	}
 	if (h == NULL) {
 		struct nfq_flow *fl = nfq_flows_lookup(gw->flows, &key, now);
 
@@ -673,7 +680,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	}
 	if (h == NULL || sb == NULL || t->proto != IPPROTO_TCP) {
 		struct gw_decision d = { GW_DENY, GW_R_NO_INSPECTION_STATE,
-		    NULL, NULL, "" };
+		    NULL, NULL, "", 0 };
 
 		/* fail closed: nothing to decide this packet by */
 		log_debug("no inspection state: flags 0x%x len %zu", t->tcp_flags,

@@ -64,7 +64,7 @@ gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 	struct gw_sandbox *sb;
 	struct nfq_tuple6 t;
 	struct nfq_flow_key key;
-	struct gw_decision d = { GW_DENY, GW_R_IPV6, NULL, NULL, "" };
+	struct gw_decision d = { GW_DENY, GW_R_IPV6, NULL, NULL, "", 0 };
 
 	if (nfq_packet6_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK) {
 		gw->pkt_errors++;

@@ -179,7 +179,7 @@ flow_summary(struct gw *gw, struct gw_sandbox *sb, uint64_t n)
 {
 	struct gw_limited *lim = &sb->limited;
 	struct nfq_tuple t;
-	struct gw_decision d = { GW_DENY, GW_R_RATE_LIMITED, NULL, NULL, "" };
+	struct gw_decision d = { GW_DENY, GW_R_RATE_LIMITED, NULL, NULL, "", 0 };
 	char rule[LIMIT_RULE_MAX];
 
 	memset(&t, 0, sizeof(t));
@@ -240,7 +240,7 @@ gw_limit_log_flow(struct gw *gw, struct gw_sandbox *sb,
     const struct nfq_tuple *t, enum gw_limit_kind kind, uint64_t now)
 {
 	struct gw_limited *lim = &sb->limited;
-	struct gw_decision d = { GW_DENY, GW_R_RATE_LIMITED, NULL, NULL, "" };
+	struct gw_decision d = { GW_DENY, GW_R_RATE_LIMITED, NULL, NULL, "", 0 };
 	char rule[LIMIT_RULE_MAX];
 
 	gw->limited_flows++;

@@ -251,6 +251,21 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->denied_unlogged = gw->denied_unlogged;
 	st->limited_flows = gw->limited_flows;
 	st->limited_dns = gw->limited_dns;
+	st->kernel_syn = gw->fastsyn != NULL;
+	st->kernel_syn_copies = gw->fastsyn_copies;
+	st->kernel_syn_stale = gw->fastsyn_stale;
+	if (gw->nflog != NULL) {
+		struct nfq_nflog_stats ls;
+
+		nfq_nflog_stats(gw->nflog, &ls);
+		st->kernel_syn_lost = ls.overruns;
+	}
+	if (gw->fastsyn != NULL) {
+		struct nfq_fastsyn_stats fs;
+
+		nfq_fastsyn_stats(gw->fastsyn, &fs);
+		st->kernel_syn_learned = fs.adds;
+	}
 	store_stats(gw->store, &st->log);
 	st->log_writable = store_writable(gw->store);
 	if (gw->resolver != NULL)
@@ -432,6 +447,22 @@ gw_metrics_render(const struct gw_metrics *m,
 		    "Packets the kernel dropped because sluiced's socket "
 		    "could not take them.", st->queue_user_dropped);
 	}
+	one(&t, "sluice_kernel_syn_enabled", "gauge",
+	    "1 when SYNs to addresses already decided \"inspect\" are "
+	    "accepted in the kernel (--kernel-syn).", st->kernel_syn ? 1 : 0);
+	one(&t, "sluice_kernel_syn_learned_total", "counter",
+	    "Entries added to the kernel-SYN set.", st->kernel_syn_learned);
+	one(&t, "sluice_kernel_syn_copies_total", "counter",
+	    "SYNs accepted in the kernel whose copy sluiced decided.",
+	    st->kernel_syn_copies);
+	one(&t, "sluice_kernel_syn_stale_total", "counter",
+	    "... of them decided otherwise than the set said (its entry "
+	    "removed; the connection reset at its first byte).",
+	    st->kernel_syn_stale);
+	one(&t, "sluice_kernel_syn_copies_lost_total", "counter",
+	    "Times the kernel could not hand sluiced copies (those "
+	    "connections are reset at their first byte).",
+	    st->kernel_syn_lost);
 	one(&t, "sluice_inspect_held_flows", "gauge",
 	    "Flows whose first flight (TLS ClientHello, HTTP head) is being "
 	    "read.", st->held_flows);

@@ -68,6 +68,11 @@ struct gw_metrics_state {
 	uint64_t		 queue_length;	/* packets waiting in the kernel */
 	uint64_t		 queue_dropped;	/* the queue was full */
 	uint64_t		 queue_user_dropped;	/* netlink could not take them */
+	bool			 kernel_syn;	/* the kernel-SYN set is in use */
+	uint64_t		 kernel_syn_copies;	/* SYNs it let through */
+	uint64_t		 kernel_syn_stale;	/* ... decided otherwise */
+	uint64_t		 kernel_syn_lost;	/* copies the kernel dropped */
+	uint64_t		 kernel_syn_learned;	/* entries added */
 	struct store_stats	 log;
 	bool			 log_writable;
 	struct dns_resolver_stats dns;

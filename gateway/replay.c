@@ -686,7 +686,7 @@ inspect_packet(struct gw_replay *r, struct conn *c, const struct nfq_tuple *t)
 
 	if (h == NULL) {
 		struct gw_decision d = { GW_DENY, GW_R_NO_INSPECTION_STATE,
-		    NULL, NULL, "" };
+		    NULL, NULL, "", 0 };
 
 		/* fail closed: nothing to decide this packet by */
 		if (!(t->tcp_flags & (TH_RST | TH_FIN)) && t->l4_len > 0)

@@ -64,10 +64,73 @@ static const char raw_dns[] =
 #define BARE_ACK_52 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\""
 #define SECOND_PACKET "-m connbytes --connbytes 2:2 --connbytes-dir original --connbytes-mode packets"
 
-static void
-bare_acks(char *buf, size_t len)
+/*
+ * SYNs accepted in the kernel (nfq/fastsyn.c): a SYN from a sandbox with
+ * no payload whose (interface, source, destination, port) is in the set
+ * was decided "inspect" through the queue before, and is marked so here,
+ * ahead of the filter table (priority -5), only while it carries no mark
+ * of sluice's (a denied SYN repeated with the deny mark stays denied).
+ * The filter chain copies it to sluiced (NFLOG) and accepts it. Only SYNs
+ * without payload: the length must be exactly the headers' (IHL 5, each
+ * TCP header length), so a SYN with data (TCP Fast Open) is queued and
+ * its data held like any first flight.
+ */
+static int
+fastsyn_table(char *buf, size_t len)
 {
-	snprintf(buf, len,
+	/* TCP header lengths in words, Linux's (timestamps) first */
+	static const int doffs[] = { 10, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
+	size_t off, i;
+	int n;
+
+	n = snprintf(buf, len,
+	    "add table ip " GW_FASTSYN_TABLE "\n"
+	    "delete table ip " GW_FASTSYN_TABLE "\n"
+	    "table ip " GW_FASTSYN_TABLE " {\n"
+	    " set " GW_FASTSYN_SET " {\n"
+	    "  type iface_index . ipv4_addr . ipv4_addr . inet_service\n"
+	    "  flags timeout\n"
+	    "  size 262144\n"
+	    " }\n"
+	    " chain syn {\n"
+	    "  type filter hook forward priority -5; policy accept;\n"
+	    "  tcp flags & (fin|syn|rst|ack) == syn meta mark & 0x%x == 0 ip hdrlength 5 jump shape\n"
+	    " }\n"
+	    " chain shape {\n", GW_MARK_MASK);
+	for (i = 0; i < sizeof(doffs) / sizeof(doffs[0]); i++) {
+		if (n < 0 || (size_t)n >= len)
+			return -1;
+		off = (size_t)n;
+		n += snprintf(buf + off, len - off,
+		    "  ip length %d tcp doff %d goto bound\n",
+		    20 + 4 * doffs[i], doffs[i]);
+	}
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	off = (size_t)n;
+	n += snprintf(buf + off, len - off,
+	    " }\n"
+	    " chain bound {\n"
+	    "  meta iif . ip saddr . ip daddr . tcp dport @" GW_FASTSYN_SET " meta mark set meta mark | 0x%x\n"
+	    " }\n"
+	    "}\n", GW_MARK_INSPECT);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static void
+bare_acks(char *buf, size_t len, bool kernel_syn)
+{
+	int n = 0;
+
+	if (kernel_syn)
+		n = snprintf(buf, len,
+		    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j NFLOG --nflog-group %u --nflog-size 128\n"
+		    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j ACCEPT\n",
+		    GW_MARK_INSPECT, GW_MARK_MASK, GW_FASTSYN_GROUP,
+		    GW_MARK_INSPECT, GW_MARK_MASK);
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	snprintf(buf + n, len - (size_t)n,
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_40 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_52 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " SECOND_PACKET " " BARE_ACK_40 " -j ACCEPT\n"
@@ -79,7 +142,7 @@ bare_acks(char *buf, size_t len)
 static int
 ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 {
-	char rules[8192], rules6[512], target[64], acks[1024];
+	char rules[8192], rules6[512], target[64], acks[1536];
 	const char *raw = extras ? raw_dns : "";
 	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
@@ -98,7 +161,7 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 		snprintf(target, sizeof(target), "--queue-num %u", q);
 	acks[0] = '\0';
 	if (extras)
-		bare_acks(acks, sizeof(acks));
+		bare_acks(acks, sizeof(acks), gw->cfg.kernel_syn);
 
 	n = snprintf(rules, sizeof(rules),
 	    "%s"
@@ -231,13 +294,35 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 int
 gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 {
+	char nft[2048];
+	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
+	    "nft", "-f", "-", NULL };
+	bool extras = true;
+
 	if (ruleset_load(gw, true, err, errlen) == -1) {
-		log_warnx("ruleset: %s; loading it without the bare-ACK and "
-		    "DNS-notrack rules (xt_u32, xt_connbytes, xt_addrtype, "
-		    "xt_CT): those packets take the queue and conntrack "
-		    "instead", err);
+		log_warnx("ruleset: %s; loading it without the bare-ACK, "
+		    "kernel-SYN and DNS-notrack rules (xt_u32, xt_connbytes, "
+		    "xt_addrtype, xt_CT, NFLOG): those packets take the queue "
+		    "and conntrack instead", err);
 		if (ruleset_load(gw, false, err, errlen) == -1)
 			return -1;
+		extras = false;
+	}
+	/* The set and the chain that marks SYNs by it: without them (no
+	 * nft, a kernel without concatenated sets) every SYN is queued. */
+	gw->fastsyn_rules = false;
+	if (extras && gw->cfg.kernel_syn) {
+		if (fastsyn_table(nft, sizeof(nft)) == -1)
+			fatalx("fastsyn_table: buffer too small");
+		if (gw_run(argv, nft, err, errlen) == -1)
+			log_warnx("ruleset: table ip " GW_FASTSYN_TABLE ": %s; "
+			    "every SYN takes the queue", err);
+		else
+			gw->fastsyn_rules = true;
+	} else if (gw_run(argv, "add table ip " GW_FASTSYN_TABLE "\n"
+	    "delete table ip " GW_FASTSYN_TABLE "\n", err, errlen) == -1) {
+		/* off: a table an earlier run left must not mark SYNs */
+		log_debug("ruleset: no table ip " GW_FASTSYN_TABLE ": %s", err);
 	}
 
 	/* Conntrack is in use in the namespace now: its sysctls exist. */

@@ -589,6 +589,8 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	gw_inspect_forget_ifindex(gw, sb->ifindex);
 	if (gw->bindings != NULL)
 		dns_bindings_forget(gw->bindings, sb->slot);
+	/* its interface index may come back with another sandbox */
+	gw_fastsyn_forget(gw);
 	/* the veth goes in the background (reaper.c): deleting it takes
 	 * the kernel tens of milliseconds, every verdict would wait */
 	unplumb(gw, sb->name, gw_reaper_submit(gw, sb->ifindex, sb->slot,
@@ -632,6 +634,7 @@ gw_sandbox_set_policy(struct gw *gw, const char *name,
 	/* Cached verdicts were the old policy's: new attempts are decided
 	 * afresh. Decided connections keep their connmark. */
 	nfq_flows_forget_ifindex(gw->flows, sb->ifindex);
+	gw_fastsyn_forget(gw);
 	log_policy(gw, sb);
 	*out = sb;
 	return 0;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/netfilter.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,19 +37,10 @@ now_ms(void)
 static int
 decide_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 {
-	struct gw_sandbox *sb;
 	struct nfq_tuple t;
-	struct nfq_flow_key key;
-	struct nfq_flow *fl;
-	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, NULL, "" };
 	enum nfq_parse_error pe;
-	int kind;
-	uint32_t verdict, mark;
-	bool limited = false, logged = true;
-	enum gw_limit_kind limit = GW_LIMIT_CONN;
 
 	gw->pkts++;
-	sb = gw_sandbox_by_ifindex(gw, pkt->indev);
 	pe = nfq_packet_parse(pkt->payload, pkt->len, &t);
 	if (pe != NFQ_PARSE_OK) {
 		gw->pkt_errors++;
@@ -58,120 +50,15 @@ decide_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
 	}
 
-	/* a flow under inspection: its first flight is being read */
-	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_INSPECT) {
+	/* a flow under inspection: its first flight is being read (a SYN
+	 * marked so by the kernel-SYN set is a new connection: synpath.c) */
+	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_INSPECT &&
+	    !(t.proto == IPPROTO_TCP &&
+	    (t.tcp_flags & (TH_SYN | TH_ACK)) == TH_SYN)) {
 		gw_inspect_packet(gw, pkt, &t, now);
 		return 0;
 	}
-
-	memset(&key, 0, sizeof(key));
-	key.ifindex = pkt->indev;
-	key.saddr = t.saddr;
-	key.daddr = t.daddr;
-	key.sport = t.sport;
-	key.dport = t.dport;
-	key.proto = t.proto;
-	if (t.proto == IPPROTO_ICMP)
-		key.sport = t.icmp_type;
-	fl = nfq_flows_lookup(gw->flows, &key, now);
-	/* an allowed verdict carries over to a retransmitted SYN (same
-	 * sequence number), never to a new connection on a reused 5-tuple:
-	 * that one is decided (and inspected) anew */
-	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW &&
-	    fl->tag != t.tcp_seq)
-		fl = NULL;
-	if (fl != NULL) {
-		/* the same attempt again (a retransmission, a burst): same
-		 * verdict, no new row */
-		return nfq_queue_verdict(gw->queue, pkt->id, fl->verdict, true,
-		    fl->mark);
-	}
-
-	if (sb == NULL) {
-		d.verdict = GW_DENY;
-		d.reason = GW_R_UNKNOWN_SANDBOX;
-	} else if (!gw_limit_conn(gw, sb, now)) {
-		/* over the sandbox's rate: not even decided, so that a flood
-		 * costs little, and logged only in part (limits.c) */
-		limited = true;
-	} else if (!store_writable(gw->store)) {
-		/* the database cannot be written: nothing new passes until
-		 * it can (the denial itself is queued and lands later) */
-		d.verdict = GW_DENY;
-		d.reason = GW_R_LOG_UNAVAILABLE;
-	} else {
-		struct gw_decide_ctx ctx = {
-			.policy = sb->policy,
-			.sandbox_addr = sb->addr,
-			.pool_net = gw->pool_net,
-			.pool_mask = gw->pool_mask,
-			.bindings = gw->bindings,
-			.sandbox_id = sb->slot,
-			.now_ms = now,
-		};
-
-		gw_decide(&ctx, &t, &d);
-	}
-	kind = limited ? GW_INSPECT_NONE : gw_inspect_kind(&d, t.dport);
-	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
-	    (t.tcp_flags & 0x02)) {
-		/* the row is written once the first flight is decided */
-		if (gw_inspect_start(gw, sb, pkt, &t, &d, kind, now) == 0)
-			return 0;
-		if (errno == EBUSY) {
-			/* the sandbox holds its share of flights already */
-			limited = true;
-			limit = GW_LIMIT_HOLDS;
-		} else {
-			d.verdict = GW_DENY;
-			d.reason = GW_R_HOLD_TABLE_FULL;
-			d.rule = NULL;
-			if (sb->policy->mode == POLICY_AUDIT)
-				d.verdict = GW_AUDIT;
-			if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
-				gw->denied_unlogged++;
-		}
-	} else if (!limited && gw_log_flow(gw, sb, &t, &d, NULL) == -1 &&
-	    d.verdict != GW_DENY) {
-		/* fail closed: what cannot be recorded does not pass */
-		d.verdict = GW_DENY;
-		d.reason = GW_R_LOG_UNAVAILABLE;
-		d.rule = NULL;
-		gw->denied_unlogged++;
-		(void)gw_log_flow(gw, sb, &t, &d, NULL);
-	}
-	if (limited) {
-		/* denied in audit mode too: what passes must have its row,
-		 * and these rows are throttled */
-		d.verdict = GW_DENY;
-		d.reason = GW_R_RATE_LIMITED;
-		d.rule = NULL;
-		logged = gw_limit_log_flow(gw, sb, &t, limit, now) == 0;
-	}
-	if (d.verdict == GW_DENY && (d.reason == GW_R_SPOOFED_SOURCE ||
-	    (limited && t.saddr != sb->addr))) {
-		/* a forged source gets no answer at all: a reset sent to
-		 * an address the sandbox picked is a reflector */
-		verdict = NF_DROP;
-		mark = GW_MARK_DENY;
-	} else if (d.verdict == GW_DENY) {
-		/* repeat the hook with the deny mark: the ruleset rejects it
-		 * (RST for TCP) so the client fails at once */
-		verdict = NF_REPEAT;
-		mark = GW_MARK_DENY;
-		/* a denial without a row of its own is not captured either */
-		if (gw->capture != NULL && sb != NULL && logged)
-			gw_capture_packet(gw->capture, sb->name, pkt->payload,
-			    pkt->len, store_now_us());
-	} else {
-		verdict = NF_ACCEPT;
-		mark = GW_MARK_ALLOW;
-	}
-	fl = nfq_flows_insert(gw->flows, &key, now, verdict == NF_ACCEPT ?
-	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
-	    GW_FLOW_TTL_MS, verdict, mark);
-	fl->tag = t.tcp_seq;
-	return nfq_queue_verdict(gw->queue, pkt->id, verdict, true, mark);
+	return gw_decide_first(gw, pkt, &t, now);
 }
 
 /*
@@ -276,6 +163,7 @@ open_queue(struct gw *gw, char *err, size_t errlen)
 		gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
 		    gw->cfg.queue_maxlen, err, errlen);
 	}
+	gw_fastsyn_open(gw);
 	if (gw_netns_enter(gw->home_nsfd) == -1)
 		fatal("setns back home");
 	return gw->queue != NULL || gw->workers != NULL ? 0 : -1;
@@ -437,8 +325,9 @@ main(int argc, char **argv)
 	    gw.nsandboxes, gw.cfg.control, gw.cfg.ndns);
 	gw_service_ready(&gw);
 
-	/* pfd: queue, control, signals, conntrack, reaper, then the rest */
-#define NFIXED	5
+	/* pfd: queue, control, signals, conntrack, reaper, kernel SYNs,
+	 * then the rest */
+#define NFIXED	6
 	while (running) {
 		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
 		    16 + GW_METRICS_POLLFDS];
@@ -457,6 +346,8 @@ main(int argc, char **argv)
 		    .events = POLLIN };
 		pfd[4] = (struct pollfd){ .fd = gw_reaper_fd(&gw),
 		    .events = POLLIN };
+		pfd[5] = (struct pollfd){ .fd = gw.nflog ?
+		    nfq_nflog_fd(gw.nflog) : -1, .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
@@ -492,6 +383,10 @@ main(int argc, char **argv)
 			fatal("poll");
 		}
 		gw_lock(&gw);
+		/* copies of SYNs the kernel let through, before the first
+		 * flights that follow them */
+		if (pfd[5].revents & POLLIN)
+			gw_fastsyn_read(&gw);
 		if (pfd[0].revents & POLLIN) {
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
@@ -529,6 +424,7 @@ main(int argc, char **argv)
 	}
 
 	gw_workers_stop(&gw);
+	gw_fastsyn_close(&gw);
 	gw_reaper_stop(&gw);
 
 	gw_control_close(&gw);

@@ -84,6 +84,7 @@ struct binding_check {
 	enum policy_name_verdict	 best;
 	const struct policy_domain	*rule;
 	char				 name[254];
+	uint64_t			 expires_ms;	/* name's binding */
 };
 
 /* Ranks what a bound name can say, best first. */
@@ -100,7 +101,7 @@ rank(enum policy_name_verdict v)
 }
 
 static bool
-check_binding(void *arg, const char *name)
+check_binding(void *arg, const char *name, uint64_t expires_ms)
 {
 	struct binding_check *bc = arg;
 	const struct policy_domain *rule;
@@ -113,6 +114,7 @@ check_binding(void *arg, const char *name)
 		bc->best = v;
 		bc->rule = rule;
 		snprintf(bc->name, sizeof(bc->name), "%s", name);
+		bc->expires_ms = expires_ms;
 	}
 	return v == POLICY_NAME_ALLOWED;
 }
@@ -135,6 +137,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	out->rule = NULL;
 	out->domain = NULL;
 	out->name[0] = '\0';
+	out->bound_until_ms = 0;
 
 	if (t->saddr != ctx->sandbox_addr) {
 		deny(ctx, GW_R_SPOOFED_SOURCE, out);
@@ -184,6 +187,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 		out->reason = GW_R_ALLOWED_DOMAIN;
 		out->rule = bc.rule->text;
 		out->domain = bc.rule;
+		out->bound_until_ms = bc.expires_ms;
 		return;
 	}
 	if (bc.best == POLICY_NAME_PORT_NOT_ALLOWED || addr_matched) {
@@ -206,10 +210,11 @@ struct bound_check {
 };
 
 static bool
-bound_ok(void *arg, const char *bound)
+bound_ok(void *arg, const char *bound, uint64_t expires_ms)
 {
 	const struct bound_check *bc = arg;
 
+	(void)expires_ms;
 	/* the address must be bound to this very name, or to one the same
 	 * allowlist entry covers (several names of one CDN entry) */
 	return dns_name_equal(bound, bc->name) ||

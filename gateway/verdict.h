@@ -58,6 +58,9 @@ struct gw_decision {
 	const char		*rule;	/* the policy entry's text, or NULL */
 	const struct policy_domain *domain;	/* the admitting entry (allowed_domain) */
 	char			 name[254];	/* the binding's name, or "" */
+	uint64_t		 bound_until_ms;	/* allowed_domain: when the
+						 * binding that admitted it
+						 * expires (CLOCK_MONOTONIC ms) */
 };
 
 /* What the decision needs to know of the sandbox. Addresses network order. */

@@ -26,15 +26,17 @@ struct seen {
 	size_t	 n;
 	size_t	 stop_at;	/* true on call number stop_at; 0: never */
 	char	 names[SEEN_MAX][DNS_NAME_MAX + 1];
+	uint64_t expires[SEEN_MAX];	/* each name's expiry, as reported */
 };
 
 static bool
-collect(void *arg, const char *name)
+collect(void *arg, const char *name, uint64_t expires_ms)
 {
 	struct seen *s = arg;
 
 	assert_true(s->n < SEEN_MAX);
 	assert_true(strlen(name) <= DNS_NAME_MAX);
+	s->expires[s->n] = expires_ms;
 	strcpy(s->names[s->n++], name);
 	return s->stop_at != 0 && s->n == s->stop_at;
 }
@@ -289,10 +291,19 @@ test_extension(void **state)
 	    3000), 0);
 	assert_finds_one(b, 1, ADDR_A, 4999, "example.com");
 	assert_finds_none(b, 1, ADDR_A, 5000);
-	/* A longer one extends. */
+	/* A longer one extends, and find reports the new expiry (the
+	 * kernel-SYN set's entries last no longer than it). */
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "example.com", 2000,
 	    8000), 0);
 	assert_finds_one(b, 1, ADDR_A, 7999, "example.com");
+	{
+		struct seen *s = seen_new();
+
+		assert_true(find_into(b, 1, ADDR_A, 7999, s, 0) == false);
+		assert_int_equal(s->n, 1);
+		assert_int_equal(s->expires[0], 8000);
+		free(s);
+	}
 	assert_finds_none(b, 1, ADDR_A, 8000);
 	/* Case does not make another binding; stored in lower case. */
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "EXAMPLE.Com", 2000,

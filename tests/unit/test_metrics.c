@@ -83,6 +83,11 @@ test_counters(void **state)
 	st.sandboxes = 3;
 	st.bindings = 7;
 	st.held_flows = 2;
+	st.kernel_syn = true;
+	st.kernel_syn_copies = 31;
+	st.kernel_syn_stale = 32;
+	st.kernel_syn_lost = 33;
+	st.kernel_syn_learned = 34;
 	st.packets = 100;
 	st.packet_errors = 4;
 	st.denied_unlogged = 6;
@@ -158,6 +163,12 @@ test_counters(void **state)
 	assert_line(text, "# TYPE sluice_sandboxes gauge");
 	assert_line(text, "sluice_sandboxes 3");
 	assert_line(text, "sluice_inspect_held_flows 2");
+	assert_line(text, "# TYPE sluice_kernel_syn_enabled gauge");
+	assert_line(text, "sluice_kernel_syn_enabled 1");
+	assert_line(text, "sluice_kernel_syn_copies_total 31");
+	assert_line(text, "sluice_kernel_syn_stale_total 32");
+	assert_line(text, "sluice_kernel_syn_copies_lost_total 33");
+	assert_line(text, "sluice_kernel_syn_learned_total 34");
 	assert_line(text, "sluice_queue_packets_total 100");
 	assert_line(text, "sluice_queue_packet_errors_total 4");
 	assert_line(text, "# TYPE sluice_queue_length gauge");

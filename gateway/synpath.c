@@ -1,0 +1,277 @@
+/* synpath.c: a flow's first decision, whichever way its SYN came.
+ *
+ * Most SYNs are queued: sluiced decides them and gives the verdict. A SYN
+ * to a (sandbox, destination, port) already decided "allowed, inspect its
+ * first flight" while the binding that admitted it lives is accepted in
+ * the kernel instead (nfq/fastsyn.c has why and how), and a copy comes
+ * here through NFLOG: it is decided exactly as a queued one, without a
+ * verdict to give. What that decision says still holds for the
+ * connection, because everything it lets through later passes sluiced:
+ *   inspect   the hold starts as for a queued SYN, and the first flight
+ *             is decided by the name it presents (inspect.c);
+ *   allow     (the policy now covers the address by a CIDR, say): the
+ *             flow table carries the verdict to its next packets;
+ *   deny      (the policy or the binding changed, the sandbox is over a
+ *             bound): the row says so at once, the set loses the entry,
+ *             and the connection's first packet with a byte in it finds
+ *             no inspection state and is reset. The handshake itself
+ *             went to an address the sandbox had resolved through an
+ *             allowed name within the binding's lifetime.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <errno.h>
+#include <linux/netfilter.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/capture.h"
+#include "gateway/gw.h"
+#include "gateway/log.h"
+#include "gateway/verdict.h"
+
+/* Gives pkt its verdict, unless it is a copy (already accepted). */
+static int
+verdict(struct gw *gw, const struct nfq_packet *pkt, uint32_t v,
+    uint32_t mark)
+{
+	if (pkt->copy)
+		return 0;
+	return nfq_queue_verdict(gw->queue, pkt->id, v, true, mark);
+}
+
+/* Lets the next SYNs like this one past the queue while its binding
+ * lives: t was just decided d, and its first flight is inspected. */
+static void
+learn(struct gw *gw, const struct nfq_packet *pkt, const struct nfq_tuple *t,
+    const struct gw_decision *d, uint64_t now)
+{
+	uint64_t ms;
+
+	if (gw->fastsyn == NULL || pkt->copy || d->verdict != GW_ALLOW ||
+	    d->reason != GW_R_ALLOWED_DOMAIN || d->bound_until_ms <= now)
+		return;
+	ms = d->bound_until_ms - now;
+	if (ms > GW_FASTSYN_MAX_MS)
+		ms = GW_FASTSYN_MAX_MS;
+	(void)nfq_fastsyn_add(gw->fastsyn, pkt->indev, t->saddr, t->daddr,
+	    t->dport, ms);
+}
+
+int
+gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *tp, uint64_t now)
+{
+	struct nfq_tuple t = *tp;
+	struct gw_sandbox *sb;
+	struct nfq_flow_key key;
+	struct nfq_flow *fl;
+	struct gw_decision d = { GW_DENY, GW_R_MALFORMED_PACKET, NULL, NULL,
+	    "", 0 };
+	int kind;
+	uint32_t v, mark;
+	bool limited = false, logged = true;
+	enum gw_limit_kind limit = GW_LIMIT_CONN;
+
+	sb = gw_sandbox_by_ifindex(gw, pkt->indev);
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->indev;
+	key.saddr = t.saddr;
+	key.daddr = t.daddr;
+	key.sport = t.sport;
+	key.dport = t.dport;
+	key.proto = t.proto;
+	if (t.proto == IPPROTO_ICMP)
+		key.sport = t.icmp_type;
+	fl = nfq_flows_lookup(gw->flows, &key, now);
+	/* an allowed verdict carries over to a retransmitted SYN (same
+	 * sequence number), never to a new connection on a reused 5-tuple:
+	 * that one is decided (and inspected) anew */
+	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW &&
+	    fl->tag != t.tcp_seq)
+		fl = NULL;
+	if (fl != NULL) {
+		/* the same attempt again (a retransmission, a burst): same
+		 * verdict, no new row */
+		return verdict(gw, pkt, fl->verdict, fl->mark);
+	}
+
+	if (sb == NULL) {
+		d.verdict = GW_DENY;
+		d.reason = GW_R_UNKNOWN_SANDBOX;
+	} else if (!gw_limit_conn(gw, sb, now)) {
+		/* over the sandbox's rate: not even decided, so that a flood
+		 * costs little, and logged only in part (limits.c) */
+		limited = true;
+	} else if (!store_writable(gw->store)) {
+		/* the database cannot be written: nothing new passes until
+		 * it can (the denial itself is queued and lands later) */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_LOG_UNAVAILABLE;
+	} else {
+		struct gw_decide_ctx ctx = {
+			.policy = sb->policy,
+			.sandbox_addr = sb->addr,
+			.pool_net = gw->pool_net,
+			.pool_mask = gw->pool_mask,
+			.bindings = gw->bindings,
+			.sandbox_id = sb->slot,
+			.now_ms = now,
+		};
+
+		gw_decide(&ctx, &t, &d);
+	}
+	kind = limited ? GW_INSPECT_NONE : gw_inspect_kind(&d, t.dport);
+	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
+	    (t.tcp_flags & TH_SYN)) {
+		/* the row is written once the first flight is decided */
+		if (gw_inspect_start(gw, sb, pkt, &t, &d, kind, now) == 0) {
+			/* a sandbox at its bound of held flights gets its
+			 * next SYNs refused, as queued ones are: none may
+			 * pass the set meanwhile */
+			if (gw_limit_hold(gw, sb, gw_inspect_count(gw)) != 0)
+				gw_fastsyn_forget(gw);
+			else
+				learn(gw, pkt, &t, &d, now);
+			return 0;
+		}
+		if (errno == EBUSY) {
+			/* the sandbox holds its share of flights already */
+			limited = true;
+			limit = GW_LIMIT_HOLDS;
+		} else {
+			d.verdict = GW_DENY;
+			d.reason = GW_R_HOLD_TABLE_FULL;
+			d.rule = NULL;
+			if (sb->policy->mode == POLICY_AUDIT)
+				d.verdict = GW_AUDIT;
+			if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
+				gw->denied_unlogged++;
+		}
+	} else if (!limited && gw_log_flow(gw, sb, &t, &d, NULL) == -1 &&
+	    d.verdict != GW_DENY) {
+		/* fail closed: what cannot be recorded does not pass */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_LOG_UNAVAILABLE;
+		d.rule = NULL;
+		gw->denied_unlogged++;
+		(void)gw_log_flow(gw, sb, &t, &d, NULL);
+	}
+	if (limited) {
+		/* denied in audit mode too: what passes must have its row,
+		 * and these rows are throttled */
+		d.verdict = GW_DENY;
+		d.reason = GW_R_RATE_LIMITED;
+		d.rule = NULL;
+		logged = gw_limit_log_flow(gw, sb, &t, limit, now) == 0;
+	}
+	if (pkt->copy && gw->fastsyn != NULL) {
+		/* the set said inspect, the decision says otherwise now: the
+		 * entry goes, and its next SYNs take the queue */
+		gw->fastsyn_stale++;
+		if (nfq_fastsyn_del(gw->fastsyn, pkt->indev, t.saddr, t.daddr,
+		    t.dport) == -1)
+			log_warn("kernel-SYN set: delete");
+	}
+	if (d.verdict == GW_DENY && (d.reason == GW_R_SPOOFED_SOURCE ||
+	    (limited && t.saddr != sb->addr))) {
+		/* a forged source gets no answer at all: a reset sent to
+		 * an address the sandbox picked is a reflector */
+		v = NF_DROP;
+		mark = GW_MARK_DENY;
+	} else if (d.verdict == GW_DENY) {
+		/* repeat the hook with the deny mark: the ruleset rejects it
+		 * (RST for TCP) so the client fails at once */
+		v = NF_REPEAT;
+		mark = GW_MARK_DENY;
+		/* a denial without a row of its own is not captured either */
+		if (gw->capture != NULL && sb != NULL && logged)
+			gw_capture_packet(gw->capture, sb->name, pkt->payload,
+			    pkt->len, store_now_us());
+	} else {
+		v = NF_ACCEPT;
+		mark = GW_MARK_ALLOW;
+	}
+	fl = nfq_flows_insert(gw->flows, &key, now, v == NF_ACCEPT ?
+	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
+	    GW_FLOW_TTL_MS, v, mark);
+	fl->tag = t.tcp_seq;
+	return verdict(gw, pkt, v, mark);
+}
+
+/* ---- the kernel-SYN set and its copies --------------------------------- */
+
+static int
+on_copy(void *arg, const struct nfq_packet *pkt)
+{
+	struct gw *gw = arg;
+	struct nfq_tuple t;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	/* only what the set lets through is copied: a SYN without bytes */
+	if (nfq_packet_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK ||
+	    t.proto != IPPROTO_TCP ||
+	    (t.tcp_flags & (TH_SYN | TH_ACK | TH_FIN | TH_RST)) != TH_SYN ||
+	    t.l4_len != 0) {
+		gw->fastsyn_bad++;
+		return 0;
+	}
+	gw->fastsyn_copies++;
+	return gw_decide_first(gw, pkt, &t, now);
+}
+
+void
+gw_fastsyn_open(struct gw *gw)
+{
+	char err[256];
+
+	if (!gw->fastsyn_rules)
+		return;
+	/* the copies' reader first: no SYN passes the set before an
+	 * entry is added, and none is added before both are open */
+	if ((gw->nflog = nfq_nflog_open(GW_FASTSYN_GROUP, err,
+	    sizeof(err))) == NULL ||
+	    (gw->fastsyn = nfq_fastsyn_open(GW_FASTSYN_TABLE, GW_FASTSYN_SET,
+	    err, sizeof(err))) == NULL) {
+		log_warnx("kernel SYNs: %s; every SYN takes the queue", err);
+		nfq_nflog_close(gw->nflog);
+		gw->nflog = NULL;
+	}
+}
+
+void
+gw_fastsyn_read(struct gw *gw)
+{
+	if (gw->nflog != NULL && nfq_nflog_recv(gw->nflog, on_copy, gw) == -1)
+		log_warn("kernel SYNs: receive");
+}
+
+void
+gw_fastsyn_forget(struct gw *gw)
+{
+	if (gw->fastsyn == NULL)
+		return;
+	/* what cannot be emptied cannot be trusted: no more entries (the
+	 * copies still decide every SYN the old ones let through) */
+	if (nfq_fastsyn_flush(gw->fastsyn) == -1) {
+		log_warn("kernel-SYN set: flush; every SYN takes the queue "
+		    "from now on");
+		nfq_fastsyn_close(gw->fastsyn);
+		gw->fastsyn = NULL;
+	}
+}
+
+void
+gw_fastsyn_close(struct gw *gw)
+{
+	/* stopped, sluiced reads no copies: every SYN must wait in the
+	 * queue, which has no reader either (fail closed) */
+	gw_fastsyn_forget(gw);
+	nfq_fastsyn_close(gw->fastsyn);
+	gw->fastsyn = NULL;
+	nfq_nflog_close(gw->nflog);
+	gw->nflog = NULL;
+}

@@ -280,6 +280,12 @@ load_config_file(struct gw_config *cfg, const char *path)
 				goto bad;
 			continue;
 		}
+		if (json_is_boolean(v) && o->val == OPT_KERNEL_SYN) {
+			if (set_opt(cfg, o->val, json_is_true(v) ? "on" : "off",
+			    key) == -1)
+				goto bad;
+			continue;
+		}
 		if (!json_is_string(v))
 			goto badtype;
 		if (set_opt(cfg, o->val, json_string_value(v), key) == -1)

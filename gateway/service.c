@@ -341,7 +341,7 @@ gw_caps_check_threads(uint64_t keep, int *tid)
 
 /* ---- reload: which keys differ, which apply live ------------------------ */
 
-enum key_kind { K_STR, K_UINT, K_UPSTREAMS };
+enum key_kind { K_STR, K_UINT, K_BOOL, K_UPSTREAMS };
 
 struct config_key {
 	const char	*key;
@@ -352,6 +352,7 @@ struct config_key {
 
 #define STR(k, f, l)	{ k, K_STR, offsetof(struct gw_config, f), l }
 #define UINT(k, f, l)	{ k, K_UINT, offsetof(struct gw_config, f), l }
+#define BOOL(k, f, l)	{ k, K_BOOL, offsetof(struct gw_config, f), l }
 
 /*
  * Every key of the config file. live: a reload applies it (what reads it
@@ -382,12 +383,14 @@ static const struct config_key config_keys[] = {
 	UINT("queue-num", queue_num, false),
 	UINT("queue-maxlen", queue_maxlen, false),
 	UINT("queue-balance", queue_balance, false),
+	BOOL("kernel-syn", kernel_syn, false),
 	STR("metrics-socket", metrics_socket, false),
 	STR("metrics-listen", metrics_listen, false),
 };
 
 #undef STR
 #undef UINT
+#undef BOOL
 
 static const char *
 key_str(const struct gw_config *c, const struct config_key *k)
@@ -402,6 +405,15 @@ static unsigned
 key_uint(const struct gw_config *c, const struct config_key *k)
 {
 	unsigned v;
+
+	memcpy(&v, (const char *)c + k->off, sizeof(v));
+	return v;
+}
+
+static bool
+key_bool(const struct gw_config *c, const struct config_key *k)
+{
+	bool v;
 
 	memcpy(&v, (const char *)c + k->off, sizeof(v));
 	return v;
@@ -423,6 +435,8 @@ key_differs(const struct gw_config *a, const struct gw_config *b,
 		return strcmp(sa, sb) != 0;
 	case K_UINT:
 		return key_uint(a, k) != key_uint(b, k);
+	case K_BOOL:
+		return key_bool(a, k) != key_bool(b, k);
 	case K_UPSTREAMS:
 		if (a->ndns != b->ndns)
 			return true;
@@ -473,6 +487,9 @@ gw_config_value(const struct gw_config *cfg, const char *key, char *buf,
 		break;
 	case K_UINT:
 		snprintf(buf, len, "%u", key_uint(cfg, k));
+		break;
+	case K_BOOL:
+		snprintf(buf, len, "%s", key_bool(cfg, k) ? "on" : "off");
 		break;
 	case K_UPSTREAMS:
 		if (cfg->ndns == 0)

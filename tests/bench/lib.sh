@@ -318,8 +318,10 @@ bn_sluice_up() {
 	set +e
 	# the per-sandbox bounds off: one sandbox carries the whole load here,
 	# and the bench measures the engine, not a default of 2,000 flows/s
+	# BENCH_SLUICED_ARGS: more flags, to measure one against another
+	# shellcheck disable=SC2086
 	tb_sluiced_start --limit-conn-rate 0 --limit-dns-rate 0 --limit-holds 0 \
-	    || return 1
+	    ${BENCH_SLUICED_ARGS:-} || return 1
 	BN_SLUICED_PID=$TB_SLUICED_PID
 	tb_sluice sandbox add "${P}-s1" --policy "$1" >/dev/null || return 1
 	ip netns exec "${P}-s1" sysctl -qw net.ipv4.ip_local_port_range="1024 65535"

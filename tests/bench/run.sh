@@ -14,7 +14,8 @@
 # BENCH_ENTRIES (10000), BENCH_TRACKED (100000 connections in the
 # gateway's conntrack for the memory target, filled for at most
 # BENCH_FILL_SECS, 30), BENCH_DEADLINE (540 s: later phases are skipped,
-# and say so, once a run has taken this long), BENCH_PERF (1: profile
+# and say so, once a run has taken this long), BENCH_SLUICED_ARGS (more
+# flags for sluiced, e.g. --kernel-syn off), BENCH_PERF (1: profile
 # sluiced with perf(1) under load, if perf works), BENCH_OUT.
 set -u
 . "$(dirname "$0")/lib.sh"

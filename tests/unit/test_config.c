@@ -136,6 +136,36 @@ test_flags_only(void **state)
 	assert_null(cfg.file);
 	assert_string_equal(cfg.capture_denied, "/tmp/cap");
 	assert_string_equal(cfg.db, "/var/lib/sluice/flows.db");
+	assert_true(cfg.kernel_syn);			/* on by default */
+	gw_config_free(&cfg);
+}
+
+/* --kernel-syn: on or off, as a flag or a key (a string or a boolean). */
+static void
+test_kernel_syn(void **state)
+{
+	struct fixture *fx = *state;
+	struct gw_config cfg;
+	char *flag[] = { "sluiced", "--kernel-syn", "off", NULL };
+	char *file[] = { "sluiced", "-c", fx->path, NULL };
+	char *both[] = { "sluiced", "-c", fx->path, "--kernel-syn", "on", NULL };
+	char *bad[] = { "sluiced", "--kernel-syn", "no", NULL };
+
+	assert_int_equal(parse(&cfg, flag), 0);
+	assert_false(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"kernel-syn\": false}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_false(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, both), 0);
+	assert_true(cfg.kernel_syn);			/* the flag wins */
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"kernel-syn\": \"off\"}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_false(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, bad), -1);
 	gw_config_free(&cfg);
 }
 
@@ -159,6 +189,8 @@ test_bad_files(void **state)
 		"{\"dns-ttl-min\": \"60\", \"dns-ttl-max\": \"30\"}",
 		"{\"uplink-addr\": \"100.64.0.1/30\"}",		/* without peer */
 		"{\"queue-balance\": 0}",
+		"{\"kernel-syn\": \"maybe\"}",
+		"{\"kernel-syn\": 1}",
 	};
 	char *argv[] = { "sluiced", "-c", fx->path, NULL };
 	struct gw_config cfg;
@@ -201,6 +233,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_flags_replace_upstreams,
 		    setup, teardown),
 		cmocka_unit_test(test_flags_only),
+		cmocka_unit_test_setup_teardown(test_kernel_syn, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_parse_again_and_again,

@@ -107,7 +107,7 @@ static const char usage_text[] =
 "  --kernel-syn on|off  once a TLS/HTTP connection's SYN has been decided\n"
 "                     \"inspect\" through the queue, accept the next SYNs with\n"
 "                     the same sandbox, destination and port in the kernel\n"
-"                     while the binding lasts, copied to sluiced (default on)\n"
+"                     while the binding lasts, copied to sluiced (default off)\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
 
 static int
@@ -332,7 +332,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->limit_conn_rate = GW_LIMIT_CONN_RATE;
 	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
 	cfg->limit_holds = GW_HOLD_PER_SANDBOX;
-	cfg->kernel_syn = true;
+	cfg->kernel_syn = false;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)

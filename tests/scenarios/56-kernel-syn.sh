@@ -6,11 +6,11 @@
 # its row; the set empties when a policy changes or a sandbox goes, and
 # when sluiced stops; an entry the decision no longer backs (made stale
 # here by hand) lets a handshake through, never a byte of data, and is
-# removed. --kernel-syn off takes the table away.
+# removed. Without --kernel-syn on (the default is off) there is no table.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init kernel-syn
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
-tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+tb_sluiced_start --kernel-syn on || { tb_fail "sluiced up"; tb_done; }
 
 cat > "$TB_DIR/policy.json" <<EOF
 {"network": {"allowedDomains": ["a.test", "*.evil.test"]}}
@@ -123,13 +123,13 @@ tb_check "b's entry learned" [ -n "$(elems)" ]
 tb_check "sluiced stops" tb_sluiced_term
 tb_assert_eq "$(elems)" "" "stopped: the set is empty"
 
-# --kernel-syn off: no table, every SYN queued
-tb_sluiced_start --kernel-syn off || tb_fail "sluiced up with --kernel-syn off"
+# the default, off: the table goes, every SYN is queued
+tb_sluiced_start || tb_fail "sluiced up without --kernel-syn"
 tb_check "no table ip sluice" sh -c "! ip netns exec '$TB_NETNS_GW' nft list table ip sluice >/dev/null 2>&1"
 tb_in b dig +short a.test >/dev/null
 for i in 1 2; do
 	out=$(tb_in b curl -s --max-time 5 --cacert "$TB_CA" https://a.test/)
-	tb_assert_eq "$out" "hello from a.test" "--kernel-syn off: curl #$i"
+	tb_assert_eq "$out" "hello from a.test" "--kernel-syn off (the default): curl #$i"
 done
 tb_check "no copy rule" sh -c "! ip netns exec '$TB_NETNS_GW' iptables -S sluice-sandbox | grep -q NFLOG"
 tb_done

@@ -136,7 +136,7 @@ test_flags_only(void **state)
 	assert_null(cfg.file);
 	assert_string_equal(cfg.capture_denied, "/tmp/cap");
 	assert_string_equal(cfg.db, "/var/lib/sluice/flows.db");
-	assert_true(cfg.kernel_syn);			/* on by default */
+	assert_false(cfg.kernel_syn);			/* off by default */
 	gw_config_free(&cfg);
 }
 
@@ -146,13 +146,13 @@ test_kernel_syn(void **state)
 {
 	struct fixture *fx = *state;
 	struct gw_config cfg;
-	char *flag[] = { "sluiced", "--kernel-syn", "off", NULL };
+	char *flag[] = { "sluiced", "--kernel-syn", "on", NULL };
 	char *file[] = { "sluiced", "-c", fx->path, NULL };
 	char *both[] = { "sluiced", "-c", fx->path, "--kernel-syn", "on", NULL };
 	char *bad[] = { "sluiced", "--kernel-syn", "no", NULL };
 
 	assert_int_equal(parse(&cfg, flag), 0);
-	assert_false(cfg.kernel_syn);
+	assert_true(cfg.kernel_syn);
 	gw_config_free(&cfg);
 	write_file(fx->path, "{\"kernel-syn\": false}");
 	assert_int_equal(parse(&cfg, file), 0);

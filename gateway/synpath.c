@@ -129,6 +129,8 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 			/* a sandbox at its bound of held flights gets its
 			 * next SYNs refused, as queued ones are: none may
 			 * pass the set meanwhile */
+			if (gw->fastsyn == NULL)
+				return 0;
 			if (gw_limit_hold(gw, sb, gw_inspect_count(gw)) != 0)
 				gw_fastsyn_forget(gw);
 			else

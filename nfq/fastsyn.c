@@ -8,7 +8,9 @@
  * has been made through the queue it is put into an nftables set with
  * the binding's remaining lifetime, and the next SYN of that kind is
  * marked "under inspection" and accepted in the kernel: one trip through
- * sluiced fewer on every such connection's path.
+ * sluiced fewer on every such connection's path. sluiced does this only
+ * with --kernel-syn on (the README's "Performance" says why it is off by
+ * default).
  *
  * sluiced still sees every such SYN: the ruleset copies it to an NFLOG
  * group before accepting it, and the copy starts the connection's hold as

@@ -212,7 +212,6 @@ struct gw {
 	struct nfq_nflog	*nflog;		/* copies of the SYNs it lets */
 	uint64_t		 fastsyn_copies;	/* SYNs it let through */
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
-	uint64_t		 fastsyn_bad;	/* copies not a bare SYN */
 	struct gw_capture	*capture;	/* --capture-denied, or NULL */
 	/* The config documents (json_t) that reloaded live strings point
 	 * into: cfg.dns_upstream, cfg.capture_denied. Held while they do. */

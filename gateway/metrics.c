@@ -265,6 +265,7 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 
 		nfq_fastsyn_stats(gw->fastsyn, &fs);
 		st->kernel_syn_learned = fs.adds;
+		st->kernel_syn_learn_errors = fs.add_errors;
 	}
 	store_stats(gw->store, &st->log);
 	st->log_writable = store_writable(gw->store);
@@ -452,6 +453,9 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "accepted in the kernel (--kernel-syn).", st->kernel_syn ? 1 : 0);
 	one(&t, "sluice_kernel_syn_learned_total", "counter",
 	    "Entries added to the kernel-SYN set.", st->kernel_syn_learned);
+	one(&t, "sluice_kernel_syn_learn_errors_total", "counter",
+	    "Entries the kernel refused (a full set: those SYNs keep taking "
+	    "the queue).", st->kernel_syn_learn_errors);
 	one(&t, "sluice_kernel_syn_copies_total", "counter",
 	    "SYNs accepted in the kernel whose copy sluiced decided.",
 	    st->kernel_syn_copies);

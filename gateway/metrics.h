@@ -73,6 +73,7 @@ struct gw_metrics_state {
 	uint64_t		 kernel_syn_stale;	/* ... decided otherwise */
 	uint64_t		 kernel_syn_lost;	/* copies the kernel dropped */
 	uint64_t		 kernel_syn_learned;	/* entries added */
+	uint64_t		 kernel_syn_learn_errors;	/* ... refused */
 	struct store_stats	 log;
 	bool			 log_writable;
 	struct dns_resolver_stats dns;

@@ -213,14 +213,14 @@ on_copy(void *arg, const struct nfq_packet *pkt)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	/* only what the set lets through is copied: a SYN without bytes */
+	/* only what the set lets through is copied, a SYN without bytes;
+	 * anything else has nothing to start (and was not accepted for a
+	 * decision: the ruleset copies and accepts bare SYNs only) */
 	if (nfq_packet_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK ||
 	    t.proto != IPPROTO_TCP ||
 	    (t.tcp_flags & (TH_SYN | TH_ACK | TH_FIN | TH_RST)) != TH_SYN ||
-	    t.l4_len != 0) {
-		gw->fastsyn_bad++;
+	    t.l4_len != 0)
 		return 0;
-	}
 	gw->fastsyn_copies++;
 	return gw_decide_first(gw, pkt, &t, now);
 }

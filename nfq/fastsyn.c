@@ -42,8 +42,9 @@
 
 /* ---- the set ------------------------------------------------------------ */
 
-/* How long nfq_fastsyn_open waits for the kernel to answer. */
-#define FS_ACK_TIMEOUT_MS	2000
+/* How long a request waits for the kernel's answer (SO_RCVTIMEO): the
+ * kernel answers inside sendto, so this only bounds one that would not. */
+#define FS_ACK_TIMEOUT_S	2
 
 struct nfq_fastsyn {
 	struct mnl_socket	*nl;
@@ -76,7 +77,7 @@ nfq_fastsyn_key(uint8_t key[NFQ_FASTSYN_KEY_LEN], uint32_t ifindex,
 }
 
 static struct nlmsghdr *
-batch_msg(char *at, uint16_t type, uint16_t flags, uint32_t seq, uint8_t family,
+nfnl_msg(char *at, uint16_t type, uint16_t flags, uint32_t seq, uint8_t family,
     uint16_t res_id)
 {
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(at);
@@ -93,6 +94,28 @@ batch_msg(char *at, uint16_t type, uint16_t flags, uint32_t seq, uint8_t family,
 }
 
 /*
+ * Reads until the answer to seq: 0 for an ack, -1 with errno for the
+ * kernel's refusal, or EAGAIN when none came within the receive timeout.
+ */
+static int
+wait_ack(struct mnl_socket *nl, char *buf, size_t len, uint32_t seq,
+    unsigned int portid)
+{
+	ssize_t n;
+	int rc;
+
+	for (;;) {
+		if ((n = mnl_socket_recvfrom(nl, buf, len)) < 0)
+			return -1;
+		rc = mnl_cb_run(buf, (size_t)n, seq, portid, NULL, NULL);
+		if (rc == MNL_CB_ERROR)
+			return -1;
+		if (rc == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+/*
  * One transaction: begin, a set-element message, end. key NULL: delete
  * every element (a flush). With ack, waits for the kernel's answer.
  */
@@ -106,10 +129,10 @@ fs_send(struct nfq_fastsyn *fs, int type, const uint8_t *key,
 	size_t len = 0;
 	uint32_t seq = ++fs->seq;
 
-	nlh = batch_msg(msg, NFNL_MSG_BATCH_BEGIN, 0, seq, AF_UNSPEC,
+	nlh = nfnl_msg(msg, NFNL_MSG_BATCH_BEGIN, 0, seq, AF_UNSPEC,
 	    NFNL_SUBSYS_NFTABLES);
 	len += nlh->nlmsg_len;
-	nlh = batch_msg(msg + len, (NFNL_SUBSYS_NFTABLES << 8) | type,
+	nlh = nfnl_msg(msg + len, (NFNL_SUBSYS_NFTABLES << 8) | type,
 	    (type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0) |
 	    (ack ? NLM_F_ACK : 0), seq, NFPROTO_IPV4, 0);
 	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, fs->table);
@@ -127,49 +150,14 @@ fs_send(struct nfq_fastsyn *fs, int type, const uint8_t *key,
 		mnl_attr_nest_end(nlh, list);
 	}
 	len += nlh->nlmsg_len;
-	nlh = batch_msg(msg + len, NFNL_MSG_BATCH_END, 0, seq, AF_UNSPEC,
+	nlh = nfnl_msg(msg + len, NFNL_MSG_BATCH_END, 0, seq, AF_UNSPEC,
 	    NFNL_SUBSYS_NFTABLES);
 	len += nlh->nlmsg_len;
 
 	if (mnl_socket_sendto(fs->nl, msg, len) < 0)
 		return -1;
-	if (ack) {
-		struct timespec t0, t;
-		ssize_t n;
-		int rc;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (;;) {
-			n = recv(mnl_socket_get_fd(fs->nl), fs->buf,
-			    sizeof(fs->buf), MSG_DONTWAIT);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && errno != EAGAIN)
-				return -1;
-			if (n > 0) {
-				rc = mnl_cb_run(fs->buf, (size_t)n, seq,
-				    fs->portid, NULL, NULL);
-				if (rc == MNL_CB_ERROR)
-					return -1;
-				if (rc == MNL_CB_STOP)
-					return 0;
-				continue;
-			}
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * 1000 +
-			    (t.tv_nsec - t0.tv_nsec) / 1000000 >
-			    FS_ACK_TIMEOUT_MS) {
-				errno = ETIMEDOUT;
-				return -1;
-			}
-			{
-				struct timespec nap = { 0, 1000000 };
-
-				nanosleep(&nap, NULL);
-			}
-		}
-	}
-	return 0;
+	return ack ? wait_ack(fs->nl, fs->buf, sizeof(fs->buf), seq,
+	    fs->portid) : 0;
 }
 
 /* Errors of unacknowledged adds come back later: read and count them. */
@@ -216,6 +204,12 @@ nfq_fastsyn_open(const char *table, const char *set, char *err, size_t errlen)
 		goto fail;
 	}
 	fs->portid = mnl_socket_get_portid(fs->nl);
+	{
+		struct timeval tv = { FS_ACK_TIMEOUT_S, 0 };
+
+		(void)setsockopt(mnl_socket_get_fd(fs->nl), SOL_SOCKET,
+		    SO_RCVTIMEO, &tv, sizeof(tv));
+	}
 	/* the set must be there and writable: a flush says both */
 	if (fs_send(fs, NFT_MSG_DELSETELEM, NULL, 0, true) == -1) {
 		snprintf(err, errlen, "set %s %s: %s", table, set,
@@ -273,12 +267,9 @@ nfq_fastsyn_flush(struct nfq_fastsyn *fs)
 	if (!fs->dirty)
 		return 0;
 	fs_drain(fs);
-	if (fs_send(fs, NFT_MSG_DELSETELEM, NULL, 0, true) == -1) {
-		fs->stats.flush_errors++;
+	if (fs_send(fs, NFT_MSG_DELSETELEM, NULL, 0, true) == -1)
 		return -1;
-	}
 	fs->dirty = false;
-	fs->stats.flushes++;
 	return 0;
 }
 
@@ -321,27 +312,16 @@ nflog_config(struct nfq_nflog *l, uint16_t group, const void *attr,
 {
 	alignas(struct nlmsghdr) char msg[256];
 	struct nlmsghdr *nlh;
-	ssize_t n;
 	uint32_t seq = ++l->seq;
-	int rc;
 
-	nlh = batch_msg(msg, (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG,
+	nlh = nfnl_msg(msg, (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG,
 	    NLM_F_ACK, seq, AF_UNSPEC, group);
 	mnl_attr_put(nlh, type, len, attr);
 	if (mnl_socket_sendto(l->nl, nlh, nlh->nlmsg_len) < 0)
 		return -1;
-	/* The socket is blocking until open returns: the answer is next
-	 * (nothing is logged to the group before its bind succeeds). */
-	for (;;) {
-		n = mnl_socket_recvfrom(l->nl, l->buf, sizeof(l->buf));
-		if (n < 0)
-			return -1;
-		rc = mnl_cb_run(l->buf, (size_t)n, seq, l->portid, NULL, NULL);
-		if (rc == MNL_CB_ERROR)
-			return -1;
-		if (rc == MNL_CB_STOP)
-			return 0;
-	}
+	/* nothing is logged to the group before its bind succeeds: the
+	 * answer is the next message */
+	return wait_ack(l->nl, l->buf, sizeof(l->buf), seq, l->portid);
 }
 
 struct nfq_nflog *

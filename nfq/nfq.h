@@ -450,8 +450,6 @@ struct nfq_fastsyn;
 struct nfq_fastsyn_stats {
 	uint64_t	adds;		/* elements sent */
 	uint64_t	add_errors;	/* refused by the kernel (a full set) */
-	uint64_t	flushes;
-	uint64_t	flush_errors;
 };
 
 /* Addresses in network order, ifindex and port in host order. */

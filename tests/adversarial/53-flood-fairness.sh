@@ -10,9 +10,9 @@
 #      the gateway forwards), half for names it refuses; b asks 40 times
 #      for db.test;
 #   3. 30 idle connections to a.test:443 (each holds a first flight; over
-#      the bound, refused at the SYN, or, for SYNs the kernel-SYN set let
-#      through before sluiced saw the bound reached, at the first byte);
-#      b fetches https://b.test.
+#      the bound, refused at the SYN; each then sends the start of a TLS
+#      record, which a held flight waits on and a connection without a
+#      hold would be reset for); b fetches https://b.test.
 # Every one of b's connections and queries succeeds (the far side
 # answered), b has no rate_limited row; a gets rate_limited denials, and
 # no more decided flows or answered queries than its buckets allow; every
@@ -324,9 +324,9 @@ for i in range(n):
     except OSError:
         refused += 1
 time.sleep(0.5)
-# A SYN that passed the kernel-SYN set was decided from its copy after
-# the handshake: over the bound, it has no hold, and its first byte is
-# reset. The start of a TLS record: a held flight waits for the rest.
+# The start of a TLS record: a held flight waits for the rest; a
+# connection without a hold (a SYN the kernel-SYN set let through over
+# the bound, were it on) would be reset for it.
 for s in conns:
     try:
         s.send(b"\x16\x03\x01\x02\x00")
@@ -353,8 +353,10 @@ tb_assert_eq "$out" "hello from b.test" "b's HTTPS request is answered while a h
 wait "$holder"
 read -r held hrefused hreset < "$TB_DIR/holds.out"
 echo "a's idle TLS connections: $held held, $hrefused refused at the SYN, $hreset reset at the first byte"
-tb_assert_eq "$held $((hrefused + hreset))" "$HOLDS $((30 - HOLDS))" \
-    "a holds $HOLDS first flights, the rest are refused (at the SYN, or at the first byte after the kernel-SYN set)"
+# every SYN is queued (--kernel-syn is off): the rest are refused at the
+# SYN, and none is left for its first byte to reset
+tb_assert_eq "$held $hrefused $hreset" "$HOLDS $((30 - HOLDS)) 0" \
+    "a holds $HOLDS first flights, the rest are refused at the SYN"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE id > $hid0 AND sandbox = '${P}-a' AND
     reason = 'rate_limited' AND dst_port = 443 AND rule LIKE 'limit-holds $HOLDS %'")" $((30 - HOLDS)) \
     "each refused one has its rate_limited row (limit-holds $HOLDS)"

@@ -88,6 +88,7 @@ test_counters(void **state)
 	st.kernel_syn_stale = 32;
 	st.kernel_syn_lost = 33;
 	st.kernel_syn_learned = 34;
+	st.kernel_syn_learn_errors = 35;
 	st.packets = 100;
 	st.packet_errors = 4;
 	st.denied_unlogged = 6;
@@ -169,6 +170,7 @@ test_counters(void **state)
 	assert_line(text, "sluice_kernel_syn_stale_total 32");
 	assert_line(text, "sluice_kernel_syn_copies_lost_total 33");
 	assert_line(text, "sluice_kernel_syn_learned_total 34");
+	assert_line(text, "sluice_kernel_syn_learn_errors_total 35");
 	assert_line(text, "sluice_queue_packets_total 100");
 	assert_line(text, "sluice_queue_packet_errors_total 4");
 	assert_line(text, "# TYPE sluice_queue_length gauge");

@@ -661,10 +661,14 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	if (h == NULL) {
 		struct nfq_flow *fl = nfq_flows_lookup(gw->flows, &key, now);
 
-		/* just decided: follows its verdict */
-		if (fl != NULL && fl->mark == GW_MARK_ALLOW) {
-			if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT,
-			    true, GW_MARK_ALLOW) == -1)
+		/* just decided: follows its verdict. That is an allow, or
+		 * a denial of a SYN the kernel-SYN set let through (its copy
+		 * was decided otherwise): the connection is refused at its
+		 * first byte, and the copy's row is its only one */
+		if (fl != NULL && (fl->mark == GW_MARK_ALLOW ||
+		    fl->mark == GW_MARK_DENY)) {
+			if (nfq_queue_verdict(gw->queue, pkt->id, fl->verdict,
+			    true, fl->mark) == -1)
 				log_warn("verdict");
 			return;
 		}

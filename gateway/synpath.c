@@ -13,8 +13,9 @@
  *             flow table carries the verdict to its next packets;
  *   deny      (the policy or the binding changed, the sandbox is over a
  *             bound): the row says so at once, the set loses the entry,
- *             and the connection's first packet with a byte in it finds
- *             no inspection state and is reset. The handshake itself
+ *             and the flow table carries the denial to the connection's
+ *             first packet with a byte in it, which is reset without a
+ *             row of its own (inspect.c). The handshake itself
  *             went to an address the sandbox had resolved through an
  *             allowed name within the binding's lifetime.
  */

@@ -104,11 +104,13 @@ sleep 0.3
 tb_assert_eq "$(syns_at "$TB_ADDR_ATK")" "$((before + 1))" "the handshake reached the attacker"
 tb_assert_eq "$(tb_attacker_payload_bytes proto=tcp dport=443)" "$atk_bytes" "no byte of the hello did"
 tb_assert_eq "$(elems)" "" "the stale entry is gone"
-tb_wait_rows "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND reason = 'no_inspection_state'" 1 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND verdict = 'deny'
+    AND reason = 'no_dns_binding'" 2 >/dev/null
 tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND verdict = 'deny'
     AND reason = 'no_dns_binding'")" 2 "both SYNs' refusals have their rows"
-tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND reason = 'no_inspection_state'")" 1 \
-    "and the stale entry's first flight its own"
+sleep 0.5
+tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND reason = 'no_inspection_state'")" 0 \
+    "the stale entry's reset first flight has no row of its own: the copy's denial is the connection's row"
 
 # sandbox del and sluiced's stop empty it too
 out=$(tb_in a curl -s --max-time 5 --cacert "$TB_CA" https://a.test/)
@@ -122,6 +124,76 @@ tb_assert_eq "$out" "hello from a.test" "b: curl https://a.test/"
 tb_check "b's entry learned" [ -n "$(elems)" ]
 tb_check "sluiced stops" tb_sluiced_term
 tb_assert_eq "$(elems)" "" "stopped: the set is empty"
+
+# over a sandbox's bound of held flights through the set: sluiced is
+# stopped (SIGSTOP) while b opens 8 connections to x.evil.test, so all 8
+# SYNs pass in the kernel and their copies wait in the socket; resumed, it
+# holds 3 flights (--limit-holds 3), empties the set and denies the other
+# 5 copies (rate_limited, the bound named). Each connection then sends the
+# start of a TLS record: 3 are held, 5 reset at that first byte, without
+# a second row, and the attacker gets 8 handshakes and no byte.
+tb_sluiced_start --kernel-syn on --limit-holds 3 || tb_fail "sluiced up with --limit-holds 3"
+tb_assert_eq "$(tb_in b dig +short x.evil.test)" "$TB_ADDR_ATK" "b: x.evil.test resolves"
+tb_assert_eq "$(tb_in b "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_ATK" 443 --sni x.evil.test)" "answered" \
+    "b: x.evil.test answered (its SYN queued, the entry learned)"
+tb_check "b's entry for the attacker learned" sh -c "$(declare -f elems); elems | grep -q '$TB_ADDR_ATK 443'"
+id0=$(q "SELECT coalesce(max(id), 0) FROM flows")
+before=$(syns_at "$TB_ADDR_ATK")
+atk_bytes=$(tb_attacker_payload_bytes proto=tcp dport=443)
+stale0=$(tb_sluice stats --prometheus | awk '$1 == "sluice_kernel_syn_stale_total" { print $2 }')
+kill -STOP "$TB_SLUICED_PID"
+out=$(tb_in b "$TB_PY" - "$TB_ADDR_ATK" "$TB_SLUICED_PID" <<'PYEOF'
+import errno, os, select, signal, socket, sys, time
+addr, pid = sys.argv[1], int(sys.argv[2])
+socks = []
+try:
+    for _ in range(8):
+        s = socket.socket()
+        s.setblocking(False)
+        if s.connect_ex((addr, 443)) not in (0, errno.EINPROGRESS):
+            raise OSError("connect")
+        socks.append(s)
+    # the handshakes complete in the kernel, sluiced stopped
+    _, w, _ = select.select([], socks, [], 3)
+    connected = sum(1 for s in w if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+finally:
+    os.kill(pid, signal.SIGCONT)
+time.sleep(0.5)
+for s in socks:
+    try:
+        s.send(b"\x16\x03\x01\x02\x00\x01")	# a ClientHello's start, no more
+    except OSError:
+        pass
+time.sleep(1.5)
+held = reset = other = 0
+for s in socks:
+    try:
+        d = s.recv(64)
+        other += 1
+    except BlockingIOError:
+        held += 1
+    except ConnectionResetError:
+        reset += 1
+    except OSError:
+        other += 1
+print(connected, held, reset, other)
+PYEOF
+)
+kill -CONT "$TB_SLUICED_PID" 2>/dev/null
+tb_assert_eq "$out" "8 3 5 0" "8 handshakes through the set; 3 flights held, 5 reset at their first byte (connected held reset other)"
+sleep 0.3
+tb_assert_eq "$(syns_at "$TB_ADDR_ATK")" "$((before + 8))" "the attacker got the 8 SYNs"
+tb_assert_eq "$(tb_attacker_payload_bytes proto=tcp dport=443)" "$atk_bytes" "and no byte"
+tb_assert_eq "$(elems)" "" "at the bound: the set is empty"
+stale1=$(tb_sluice stats --prometheus | awk '$1 == "sluice_kernel_syn_stale_total" { print $2 }')
+tb_assert_eq "$((stale1 - stale0))" 5 "sluice_kernel_syn_stale_total counts the 5 copies denied"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND reason = 'rate_limited'" 5 >/dev/null
+tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE id > $id0 AND sandbox = '${P}-b' AND dst_ip = '$TB_ADDR_ATK'
+    AND verdict = 'deny' AND reason = 'rate_limited' AND rule LIKE 'limit-holds 3%'")" 5 \
+    "the 5 have their rate_limited rows, the bound named"
+tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE id > $id0 AND reason = 'no_inspection_state'")" 0 \
+    "and no second row at their first byte"
+tb_check "sluiced stops" tb_sluiced_term
 
 # the default, off: the table goes, every SYN is queued
 tb_sluiced_start || tb_fail "sluiced up without --kernel-syn"

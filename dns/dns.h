@@ -165,6 +165,10 @@ void dns_hash_key_new(struct dns_hash_key *k, const void *salt);
 /* SipHash-2-4 of len bytes at data under k. */
 uint64_t dns_siphash(const struct dns_hash_key *k, const void *data,
     size_t len);
+/* The same of n words, each taken as its 8 bytes in little-endian order
+ * (dns_siphash of those 8n bytes): for keys packed into integers. */
+uint64_t dns_siphash_words(const struct dns_hash_key *k, const uint64_t *w,
+    size_t n);
 
 /* ---- bindings (bind.c): which addresses a sandbox may reach, by name --- */
 

@@ -1,4 +1,5 @@
-/* siphash.c: SipHash-2-4, the keyed hash of the resolver's tables. */
+/* siphash.c: SipHash-2-4, the keyed hash of the resolver's tables and of
+ * the flow table (nfq/flows.c). */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -43,36 +44,63 @@ le64(const uint8_t *p, size_t n)
 	return m;
 }
 
-uint64_t
-dns_siphash(const struct dns_hash_key *k, const void *data, size_t len)
+static void
+sip_init(uint64_t v[4], const struct dns_hash_key *k)
 {
-	const uint8_t *p = data;
-	uint64_t v[4] = {
-		k->k0 ^ 0x736f6d6570736575ULL, k->k1 ^ 0x646f72616e646f6dULL,
-		k->k0 ^ 0x6c7967656e657261ULL, k->k1 ^ 0x7465646279746573ULL,
-	};
-	uint64_t m;
-	size_t left = len;
+	v[0] = k->k0 ^ 0x736f6d6570736575ULL;
+	v[1] = k->k1 ^ 0x646f72616e646f6dULL;
+	v[2] = k->k0 ^ 0x6c7967656e657261ULL;
+	v[3] = k->k1 ^ 0x7465646279746573ULL;
+}
 
-	for (; left >= 8; p += 8, left -= 8) {
-		m = le64(p, 8);
-		v[3] ^= m;
-		sip_round(v);
-		sip_round(v);
-		v[0] ^= m;
-	}
-	/* the tail, with the length's low byte on top */
-	m = le64(p, left) | (uint64_t)(len & 0xff) << 56;
+/* One 8-byte block, two compression rounds. */
+static void
+sip_block(uint64_t v[4], uint64_t m)
+{
 	v[3] ^= m;
 	sip_round(v);
 	sip_round(v);
 	v[0] ^= m;
+}
+
+static uint64_t
+sip_final(uint64_t v[4])
+{
 	v[2] ^= 0xff;
 	sip_round(v);
 	sip_round(v);
 	sip_round(v);
 	sip_round(v);
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+uint64_t
+dns_siphash(const struct dns_hash_key *k, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint64_t v[4];
+	size_t left = len;
+
+	sip_init(v, k);
+	for (; left >= 8; p += 8, left -= 8)
+		sip_block(v, le64(p, 8));
+	/* the tail, with the length's low byte on top */
+	sip_block(v, le64(p, left) | (uint64_t)(len & 0xff) << 56);
+	return sip_final(v);
+}
+
+uint64_t
+dns_siphash_words(const struct dns_hash_key *k, const uint64_t *w, size_t n)
+{
+	uint64_t v[4];
+	size_t i;
+
+	sip_init(v, k);
+	for (i = 0; i < n; i++)
+		sip_block(v, w[i]);
+	/* no tail: the last block is the length alone */
+	sip_block(v, (uint64_t)((n * 8) & 0xff) << 56);
+	return sip_final(v);
 }
 
 void

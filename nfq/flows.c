@@ -1,10 +1,8 @@
 /* flows.c: a bounded table of recent verdicts, keyed by interface and 5-tuple. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/random.h>
 
+#include "dns/dns.h"
 #include "nfq/nfq.h"
 
 /*
@@ -39,56 +37,17 @@ struct nfq_flows {
 	uint32_t		 capacity;
 	uint32_t		 count;
 	uint32_t		 free_head;
-	uint64_t		 k0, k1;	/* hash key */
+	struct dns_hash_key	 key;
 };
 
 /* ---- hashing ----------------------------------------------------------- */
 
 /*
- * SipHash-2-4 with a random key per table: a keyed PRF, so packets whose
- * addresses and ports a sender chooses cannot be aimed at one bucket. The
- * key fields are packed into three little-endian words, which also leaves
- * the struct's padding out of the hash.
+ * SipHash-2-4 with a random key per table (dns/siphash.c): a keyed PRF, so
+ * packets whose addresses and ports a sender chooses cannot be aimed at
+ * one bucket. The key fields are packed into three words, which also
+ * leaves the struct's padding out of the hash.
  */
-static uint64_t
-rotl64(uint64_t x, int b)
-{
-	return (x << b) | (x >> (64 - b));
-}
-
-#define SIPROUND(v0, v1, v2, v3) do {					\
-	v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);	\
-	v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;			\
-	v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;			\
-	v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);	\
-} while (0)
-
-static uint64_t
-siphash24_words(uint64_t k0, uint64_t k1, const uint64_t *w, size_t n)
-{
-	uint64_t v0 = k0 ^ 0x736f6d6570736575ULL;
-	uint64_t v1 = k1 ^ 0x646f72616e646f6dULL;
-	uint64_t v2 = k0 ^ 0x6c7967656e657261ULL;
-	uint64_t v3 = k1 ^ 0x7465646279746573ULL;
-	uint64_t b = (uint64_t)(n * 8) << 56;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		v3 ^= w[i];
-		SIPROUND(v0, v1, v2, v3);
-		SIPROUND(v0, v1, v2, v3);
-		v0 ^= w[i];
-	}
-	v3 ^= b;
-	SIPROUND(v0, v1, v2, v3);
-	SIPROUND(v0, v1, v2, v3);
-	v0 ^= b;
-	v2 ^= 0xff;
-	for (i = 0; i < 4; i++)
-		SIPROUND(v0, v1, v2, v3);
-	return v0 ^ v1 ^ v2 ^ v3;
-}
-
 static uint32_t
 flow_bucket(const struct nfq_flows *ft, const struct nfq_flow_key *k)
 {
@@ -98,27 +57,7 @@ flow_bucket(const struct nfq_flows *ft, const struct nfq_flow_key *k)
 	w[1] = (uint64_t)k->daddr | (uint64_t)k->sport << 32 |
 	    (uint64_t)k->dport << 48;
 	w[2] = k->proto;
-	return (uint32_t)siphash24_words(ft->k0, ft->k1, w, 3) &
-	    ft->bucket_mask;
-}
-
-static void
-flow_seed(struct nfq_flows *ft)
-{
-	uint64_t k[2];
-	struct timespec ts;
-
-	if (getrandom(k, sizeof(k), GRND_NONBLOCK) == (ssize_t)sizeof(k)) {
-		ft->k0 = k[0];
-		ft->k1 = k[1];
-		return;
-	}
-	/* Only before the kernel's pool is ready: weaker, still not
-	 * something a remote sender can predict. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ft->k0 = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^
-	    (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)ft;
-	ft->k1 = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&k;
+	return (uint32_t)dns_siphash_words(&ft->key, w, 3) & ft->bucket_mask;
 }
 
 static bool
@@ -259,7 +198,7 @@ nfq_flows_new(size_t capacity)
 		    FLOW_NIL;
 	}
 	ft->free_head = 0;
-	flow_seed(ft);
+	dns_hash_key_new(&ft->key, ft);
 	return ft;
 }
 

@@ -889,8 +889,8 @@ test_model(void **state)
 
 /*
  * SipHash-2-4 against the reference vectors of Aumasson and Bernstein:
- * key 00 01 .. 0f, messages 00 01 .. (n-1) for n = 0, 7, 8, 15 (the tail,
- * a whole word, a word and a tail).
+ * key 00 01 .. 0f, messages 00 01 .. (n-1) for n = 0, 7, 8, 15, 16 (the
+ * tail, a whole word, a word and a tail, two words), and as words.
  */
 static void
 test_siphash_vectors(void **state)
@@ -911,6 +911,19 @@ test_siphash_vectors(void **state)
 	assert_true(dns_siphash(&k, msg, 7) == 0xab0200f58b01d137ULL);
 	assert_true(dns_siphash(&k, msg, 8) == 0x93f5f5799a932462ULL);
 	assert_true(dns_siphash(&k, msg, 15) == 0xa129ca6149be45e5ULL);
+	assert_true(dns_siphash(&k, msg, 16) == 0x3f2acc7f57c29bdbULL);
+	/* the same messages as words (the flow table's keys): little-endian */
+	{
+		const uint64_t w[2] = { 0x0706050403020100ULL,
+		    0x0f0e0d0c0b0a0908ULL };
+
+		assert_true(dns_siphash_words(&k, w, 0) ==
+		    0x726fdb47dd0e0e31ULL);
+		assert_true(dns_siphash_words(&k, w, 1) ==
+		    0x93f5f5799a932462ULL);
+		assert_true(dns_siphash_words(&k, w, 2) ==
+		    0x3f2acc7f57c29bdbULL);
+	}
 	/* two fresh keys differ (the kernel's generator) */
 	{
 		struct dns_hash_key a, b;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "gateway/capture.h"
 #include "gateway/gw.h"
@@ -60,24 +59,17 @@ struct gw_holds {
 						 * the timers walk these, not
 						 * the whole table */
 	size_t			 n;			/* slots in use */
-	uint64_t		 seed;
+	struct dns_hash_key	 key;
 };
 
 _Static_assert((GW_HOLD_MAX & (GW_HOLD_MAX - 1)) == 0, "power of two");
 
+/* keyed: a sandbox chooses its ports, not the chains they land in */
 static uint32_t
 key_hash(const struct gw_holds *hs, const struct nfq_flow_key *k)
 {
-	uint64_t x = hs->seed;
-
-	x ^= (uint64_t)k->ifindex * 0x9e3779b97f4a7c15ull;
-	x ^= ((uint64_t)k->saddr << 32 | k->daddr) * 0xc2b2ae3d27d4eb4full;
-	x ^= ((uint64_t)k->sport << 24 | (uint64_t)k->dport << 8 | k->proto) *
-	    0x165667b19e3779f9ull;
-	x ^= x >> 29;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 32;
-	return (uint32_t)(x & (GW_HOLD_MAX * 2 - 1));
+	return (uint32_t)nfq_flow_key_hash(&hs->key, k) &
+	    (GW_HOLD_MAX * 2 - 1);
 }
 
 static bool
@@ -155,8 +147,7 @@ gw_inspect_init(struct gw *gw)
 		hs->bucket[i] = -1;
 	for (i = 0; i < GW_HOLD_MAX; i++)
 		hs->free_ix[i] = (int)i;
-	if (getrandom(&hs->seed, sizeof(hs->seed), 0) != sizeof(hs->seed))
-		hs->seed = (uint64_t)(uintptr_t)hs ^ 0x5bd1e995u;
+	dns_hash_key_new(&hs->key, hs);
 	gw->holds = hs;
 	/* nDPI is a help for the log, not a gate: run without it if it
 	 * cannot start */

@@ -48,16 +48,22 @@ struct nfq_flows {
  * one bucket. The key fields are packed into three words, which also
  * leaves the struct's padding out of the hash.
  */
-static uint32_t
-flow_bucket(const struct nfq_flows *ft, const struct nfq_flow_key *k)
+uint64_t
+nfq_flow_key_hash(const struct dns_hash_key *k, const struct nfq_flow_key *key)
 {
 	uint64_t w[3];
 
-	w[0] = (uint64_t)k->ifindex | (uint64_t)k->saddr << 32;
-	w[1] = (uint64_t)k->daddr | (uint64_t)k->sport << 32 |
-	    (uint64_t)k->dport << 48;
-	w[2] = k->proto;
-	return (uint32_t)dns_siphash_words(&ft->key, w, 3) & ft->bucket_mask;
+	w[0] = (uint64_t)key->ifindex | (uint64_t)key->saddr << 32;
+	w[1] = (uint64_t)key->daddr | (uint64_t)key->sport << 32 |
+	    (uint64_t)key->dport << 48;
+	w[2] = key->proto;
+	return dns_siphash_words(k, w, 3);
+}
+
+static uint32_t
+flow_bucket(const struct nfq_flows *ft, const struct nfq_flow_key *k)
+{
+	return (uint32_t)nfq_flow_key_hash(&ft->key, k) & ft->bucket_mask;
 }
 
 static bool

@@ -186,6 +186,13 @@ struct nfq_flow {
 
 struct nfq_flows;
 
+struct dns_hash_key;
+
+/* SipHash-2-4 of key under k (dns/siphash.c), its padding left out: for
+ * tables of flows whose addresses and ports a sender chooses. */
+uint64_t nfq_flow_key_hash(const struct dns_hash_key *k,
+    const struct nfq_flow_key *key);
+
 /* capacity entries at most (1 .. 2^31); NULL on allocation failure or a
  * capacity out of range. */
 struct nfq_flows *nfq_flows_new(size_t capacity);

@@ -19,7 +19,7 @@ enum {
 	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
-	OPT_KERNEL_SYN,
+	OPT_KERNEL_SYN, OPT_HTTP_IDLE,
 };
 
 static const struct option long_opts[] = {
@@ -49,6 +49,7 @@ static const struct option long_opts[] = {
 	{ "limit-dns-burst",	required_argument, NULL, OPT_LIMIT_DNS_BURST },
 	{ "limit-holds",	required_argument, NULL, OPT_LIMIT_HOLDS },
 	{ "kernel-syn",		required_argument, NULL, OPT_KERNEL_SYN },
+	{ "http-idle",		required_argument, NULL, OPT_HTTP_IDLE },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -66,7 +67,7 @@ static const char usage_text[] =
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"
 "               [--limit-dns-burst N] [--limit-holds N] [--kernel-syn on|off]\n"
-"               [--teardown]\n"
+"               [--http-idle S] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -108,6 +109,9 @@ static const char usage_text[] =
 "                     \"inspect\" through the queue, accept the next SYNs with\n"
 "                     the same sandbox, destination and port in the kernel\n"
 "                     while the binding lasts, copied to sluiced (default off)\n"
+"  --http-idle S      an HTTP connection (every request read) with no packet\n"
+"                     either way for S seconds is forgotten; its next request\n"
+"                     is refused (default 120)\n"
 "  --teardown         remove all sandboxes and the gateway namespace, then exit\n";
 
 static int
@@ -190,6 +194,14 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_dns_burst);
 	case OPT_LIMIT_HOLDS:
 		return parse_uint(name, val, GW_HOLD_MAX, &cfg->limit_holds);
+	case OPT_HTTP_IDLE:
+		if (parse_uint(name, val, 86400, &cfg->http_idle) == -1)
+			return -1;
+		if (cfg->http_idle == 0) {
+			fprintf(stderr, "sluiced: http-idle must be 1..86400\n");
+			return -1;
+		}
+		break;
 	case OPT_QUEUE_BALANCE:
 		if (parse_uint(name, val, GW_QUEUES_MAX, &cfg->queue_balance) == -1)
 			return -1;
@@ -271,7 +283,8 @@ load_config_file(struct gw_config *cfg, const char *path)
 		    o->val == OPT_RETAIN_DAYS || o->val == OPT_LIMIT_CONN_RATE ||
 		    o->val == OPT_LIMIT_CONN_BURST || o->val == OPT_LIMIT_DNS_RATE ||
 		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
-		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE)) {
+		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE ||
+		    o->val == OPT_HTTP_IDLE)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",
@@ -333,6 +346,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
 	cfg->limit_holds = GW_HOLD_PER_SANDBOX;
 	cfg->kernel_syn = false;
+	cfg->http_idle = GW_HOLD_IDLE_MS / 1000;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)

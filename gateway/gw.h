@@ -43,7 +43,7 @@
 #define GW_CAPTURE_MAX_BYTES	(16u << 20)	/* a pcap file, then rotated */
 #define GW_HOLD_IDLE_MS	120000		/* an HTTP connection idle this long
 					 * is forgotten (its next packet is
-					 * refused) */
+					 * refused): --http-idle's default */
 
 #define GW_DNS_MAX	8
 #define GW_QUEUES_MAX	64		/* --queue-balance */
@@ -131,6 +131,7 @@ struct gw_config {
 	unsigned	 limit_dns_burst;
 	bool		 kernel_syn;		/* --kernel-syn (fastsyn.c) */
 	unsigned	 limit_holds;		/* per sandbox; 0: no bound */
+	unsigned	 http_idle;		/* s: --http-idle */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;

@@ -32,7 +32,11 @@ struct hold {
 	struct nfq_tuple	 t;		/* of the SYN, for the row */
 	struct gw_decision	 syn;		/* what the SYN was allowed by */
 	uint64_t		 deadline;	/* held bytes must be decided by */
-	uint64_t		 last_ms;	/* last packet seen */
+	uint64_t		 last_ms;	/* last packet seen (or, once
+						 * idle, counted by conntrack) */
+	uint64_t		 ct_packets;	/* conntrack's count, both
+						 * ways, when last asked */
+	bool			 ct_asked;
 	uint32_t		 ids[GW_HOLD_PKTS];
 	struct nfq_queue	*qs[GW_HOLD_PKTS];	/* the queue each came
 						 * on (--queue-balance) */
@@ -738,21 +742,72 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	}
 }
 
+/*
+ * An HTTP connection's bare ACKs pass in the kernel (ruleset.c), so a long
+ * download shows sluiced no packet of the client's: before forgetting a
+ * connection idle for --http-idle, conntrack is asked whether it counted
+ * any packet of it, either way, since it was last asked. The first time
+ * there is nothing to compare with, so it is kept: a silent connection is
+ * forgotten between one and two idle periods after its last packet. If
+ * conntrack has no such connection, or cannot say, it is forgotten at
+ * once (its next packet is refused).
+ */
+static bool
+still_in_use(struct gw *gw, struct hold *h)
+{
+	struct nfq_ct_end e;
+	uint64_t n;
+	int rc;
+
+	if (gw->ct == NULL || h->key.proto != IPPROTO_TCP)
+		return false;
+	rc = nfq_ct_get(gw->ct, IPPROTO_TCP, h->key.saddr, h->key.sport,
+	    h->key.daddr, h->key.dport, &e);
+	if (rc == -1)
+		log_warn("idle connection: asking conntrack");
+	if (rc != 1)
+		return false;
+	n = e.packets_orig + e.packets_reply;
+	if (h->ct_asked && n == h->ct_packets)
+		return false;
+	h->ct_asked = true;
+	h->ct_packets = n;
+	return true;
+}
+
+static uint64_t
+idle_ms(const struct gw *gw)
+{
+	return gw->cfg.http_idle != 0 ? (uint64_t)gw->cfg.http_idle * 1000 :
+	    GW_HOLD_IDLE_MS;
+}
+
+/* When gw_inspect_expire has something to do for h (UINT64_MAX: never),
+ * from the same conditions. */
+static uint64_t
+hold_due(const struct gw *gw, const struct hold *h)
+{
+	uint64_t due;
+
+	if (h->nids > 0)
+		return h->deadline != 0 ? h->deadline : UINT64_MAX;
+	due = h->last_ms + idle_ms(gw);
+	if (h->reasm != NULL && h->reasm->contiguous == 0 && !h->logged &&
+	    h->last_ms + GW_HOLD_SILENT_MS < due)
+		due = h->last_ms + GW_HOLD_SILENT_MS;
+	return due;
+}
+
 int
 gw_inspect_timeout(struct gw *gw, uint64_t now)
 {
 	const struct gw_holds *hs = gw->holds;
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, due;
 	size_t k;
 
-	for (k = 0; k < hs->n; k++) {
-		const struct hold *h = &hs->h[hs->used_ix[k]];
-
-		if (h->deadline != 0 && h->deadline < next)
-			next = h->deadline;
-		if (h->last_ms + GW_HOLD_SILENT_MS < next)
-			next = h->last_ms + GW_HOLD_SILENT_MS;
-	}
+	for (k = 0; k < hs->n; k++)
+		if ((due = hold_due(gw, &hs->h[hs->used_ix[k]])) < next)
+			next = due;
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -775,7 +830,12 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
 			continue;
 		}
-		if (h->nids == 0 && (h->last_ms + GW_HOLD_IDLE_MS <= now ||
+		if (h->nids == 0 && h->last_ms + idle_ms(gw) <= now &&
+		    still_in_use(gw, h)) {
+			h->last_ms = now;
+			continue;
+		}
+		if (h->nids == 0 && (h->last_ms + idle_ms(gw) <= now ||
 		    (h->reasm != NULL && h->reasm->contiguous == 0 &&
 		    !h->logged && h->last_ms + GW_HOLD_SILENT_MS <= now))) {
 			/* an idle connection: forget it; its next packet

@@ -29,7 +29,7 @@
 
 /*
  * Two rules sets are optimisations, not part of the boundary, and use
- * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32, xt_connbytes);
+ * matches a kernel may lack (xt_addrtype, xt_CT, xt_u32);
  * without them the ruleset is loaded without these and the traffic takes
  * the queue.
  *
@@ -50,19 +50,18 @@ static const char raw_dns[] =
     "COMMIT\n";
 
 /*
- * A TLS flow under inspection sends its bare ACKs past the queue: no IP
+ * A flow under inspection sends its bare ACKs past the queue: no IP
  * options (IHL 5), total length exactly the headers' (no byte of payload),
  * flags exactly ACK, for the two TCP header lengths clients send (no
- * options, timestamps). They carry nothing to read, and the handshake's
- * last ACK was one of three trips through sluiced per TLS connection. On
- * port 80 only that one, the client's second packet (xt_connbytes: the
- * SYN and this ACK, counted before the filter table sees it): later ACKs
- * tell sluiced that a kept-alive connection is still in use (inspect.c
- * forgets it after 120 s idle).
+ * options, timestamps). They carry nothing to read. On 443 the
+ * handshake's last ACK was one of three trips through sluiced per TLS
+ * connection; on 80 the handshake's and the ones acknowledging the
+ * response were two of five. An HTTP connection's ACKs used to tell
+ * sluiced that a kept-alive connection was still in use; now conntrack's
+ * counters do, asked when it has been idle for 120 s (inspect.c).
  */
 #define BARE_ACK_40 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\""
 #define BARE_ACK_52 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\""
-#define SECOND_PACKET "-m connbytes --connbytes 2:2 --connbytes-dir original --connbytes-mode packets"
 
 /*
  * SYNs accepted in the kernel (nfq/fastsyn.c): a SYN from a sandbox with
@@ -133,8 +132,8 @@ bare_acks(char *buf, size_t len, bool kernel_syn)
 	snprintf(buf + n, len - (size_t)n,
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_40 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_52 " -j ACCEPT\n"
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " SECOND_PACKET " " BARE_ACK_40 " -j ACCEPT\n"
-	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " SECOND_PACKET " " BARE_ACK_52 " -j ACCEPT\n",
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " BARE_ACK_40 " -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " BARE_ACK_52 " -j ACCEPT\n",
 	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK,
 	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK);
 }
@@ -301,7 +300,7 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 
 	if (ruleset_load(gw, true, err, errlen) == -1) {
 		log_warnx("ruleset: %s; loading it without the bare-ACK, "
-		    "kernel-SYN and DNS-notrack rules (xt_u32, xt_connbytes, "
+		    "kernel-SYN and DNS-notrack rules (xt_u32, "
 		    "xt_addrtype, xt_CT, NFLOG): those packets take the queue "
 		    "and conntrack instead", err);
 		if (ruleset_load(gw, false, err, errlen) == -1)

@@ -1,4 +1,5 @@
-/* ct.c: conntrack destroy events over ctnetlink (libmnl): a connection's end and its counters. */
+/* ct.c: conntrack over ctnetlink (libmnl): a connection's end and its counters
+ * (destroy events), and one connection's counters on request. */
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
@@ -34,9 +35,17 @@
 #define CT_RCVBUF	(8 * 1024 * 1024)
 
 #define CT_DESTROY_TYPE	((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE)
+#define CT_NEW_TYPE	((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW)
+#define CT_GET_TYPE	((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET)
+
+/* How long nfq_ct_get waits for the kernel's answer. */
+#define CT_GET_TIMEOUT_MS	1000
 
 struct nfq_ct {
 	struct mnl_socket	*nl;
+	struct mnl_socket	*q;		/* nfq_ct_get's: blocking, in no
+						 * group, answers only */
+	uint32_t		 q_seq;
 
 	/* Set for the duration of one nfq_ct_recv. */
 	nfq_ct_cb		 cb;
@@ -190,8 +199,9 @@ ct_tcp_state(const struct nlattr *nest, uint8_t *state)
 	return true;
 }
 
-enum nfq_ct_parse_result
-nfq_ct_parse(const void *buf, size_t len, struct nfq_ct_end *e)
+/* A message of type type (a destroy event, or a get's answer) into *e. */
+static enum nfq_ct_parse_result
+ct_parse(const void *buf, size_t len, uint16_t type, struct nfq_ct_end *e)
 {
 	const struct nlmsghdr *nlh = buf;
 	const struct nfgenmsg *nfg;
@@ -204,7 +214,7 @@ nfq_ct_parse(const void *buf, size_t len, struct nfq_ct_end *e)
 
 	if (!mnl_nlmsg_ok(nlh, len > INT_MAX ? INT_MAX : (int)len))
 		return NFQ_CT_DAMAGED;
-	if (nlh->nlmsg_type != CT_DESTROY_TYPE)
+	if (nlh->nlmsg_type != type)
 		return NFQ_CT_OTHER;
 	if (mnl_nlmsg_get_payload_len(nlh) < MNL_ALIGN(sizeof(*nfg)))
 		return NFQ_CT_DAMAGED;
@@ -260,6 +270,12 @@ nfq_ct_parse(const void *buf, size_t len, struct nfq_ct_end *e)
 	}
 	*e = out;
 	return NFQ_CT_EVENT;
+}
+
+enum nfq_ct_parse_result
+nfq_ct_parse(const void *buf, size_t len, struct nfq_ct_end *e)
+{
+	return ct_parse(buf, len, CT_DESTROY_TYPE, e);
 }
 
 /* Every message mnl_cb_run frames. MNL_CB_OK whatever it holds: one bad
@@ -356,11 +372,31 @@ nfq_ct_open(char *err, size_t errlen)
 		    "(no CAP_NET_ADMIN?)" : "joining the destroy group", e);
 		goto fail;
 	}
+
+	/* The query socket: blocking, with a bound on the wait */
+	ct->q = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	if (ct->q == NULL) {
+		ct_err(err, errlen, "netlink socket", errno);
+		goto fail;
+	}
+	{
+		struct timeval tv = { .tv_sec = CT_GET_TIMEOUT_MS / 1000,
+		    .tv_usec = CT_GET_TIMEOUT_MS % 1000 * 1000 };
+
+		if (setsockopt(mnl_socket_get_fd(ct->q), SOL_SOCKET,
+		    SO_RCVTIMEO, &tv, sizeof(tv)) == -1 ||
+		    mnl_socket_bind(ct->q, 0, MNL_SOCKET_AUTOPID) == -1) {
+			ct_err(err, errlen, "netlink query socket", errno);
+			goto fail;
+		}
+	}
 	return ct;
 
 fail:
 	if (ct->nl != NULL)
 		mnl_socket_close(ct->nl);
+	if (ct->q != NULL)
+		mnl_socket_close(ct->q);
 	free(ct);
 	return NULL;
 }
@@ -487,11 +523,90 @@ nfq_ct_end_state(const struct nfq_ct_end *e)
 	}
 }
 
+/* nfq_ct_get's answer: the connection, or the error the kernel sent. */
+struct ct_answer {
+	struct nfq_ct_end	*e;
+	int			 found;		/* 1, or -1: did not parse */
+};
+
+static int
+ct_answer_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct ct_answer *a = data;
+
+	if (ct_parse(nlh, nlh->nlmsg_len, CT_NEW_TYPE, a->e) == NFQ_CT_EVENT)
+		a->found = 1;
+	else
+		a->found = -1;
+	return MNL_CB_OK;
+}
+
+int
+nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
+    uint32_t daddr, uint16_t dport, struct nfq_ct_end *e)
+{
+	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct ct_answer a = { e, 0 };
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfg;
+	struct nlattr *tuple, *nest;
+	uint32_t seq = ++ct->q_seq, portid = mnl_socket_get_portid(ct->q);
+	ssize_t n;
+	int rc;
+
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = CT_GET_TYPE;
+	nlh->nlmsg_flags = NLM_F_REQUEST;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_INET;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = 0;
+	tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);
+	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, daddr);
+	mnl_attr_nest_end(nlh, nest);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, proto);
+	mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(sport));
+	mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(dport));
+	mnl_attr_nest_end(nlh, nest);
+	mnl_attr_nest_end(nlh, tuple);
+	if (mnl_socket_sendto(ct->q, nlh, nlh->nlmsg_len) == -1)
+		return -1;
+	for (;;) {
+		n = mnl_socket_recvfrom(ct->q, buf, sizeof(buf));
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+		/* an answer to an earlier question that timed out: skip */
+		if ((size_t)n >= sizeof(*nlh) &&
+		    ((const struct nlmsghdr *)(void *)buf)->nlmsg_seq != seq)
+			continue;
+		rc = mnl_cb_run(buf, (size_t)n, seq, portid, ct_answer_cb, &a);
+		break;
+	}
+	if (rc == MNL_CB_ERROR)
+		return errno == ENOENT ? 0 : -1;
+	if (a.found != 1) {
+		errno = EPROTO;
+		return -1;
+	}
+	return 1;
+}
+
 void
 nfq_ct_close(struct nfq_ct *ct)
 {
 	if (ct == NULL)
 		return;
 	mnl_socket_close(ct->nl);
+	if (ct->q != NULL)
+		mnl_socket_close(ct->q);
 	free(ct);
 }

@@ -442,6 +442,18 @@ uint64_t nfq_ct_damaged(const struct nfq_ct *ct);
  */
 const char *nfq_ct_end_state(const struct nfq_ct_end *e);
 
+/*
+ * Asks conntrack (synchronously, on a socket of its own opened with the
+ * event socket, so in the same namespace) for the IPv4 connection whose
+ * original tuple is saddr:sport -> daddr:dport (addresses in network
+ * order, ports in host order; proto TCP or UDP). Returns 1 with *e filled
+ * (the counters so far, the mark, the TCP state), 0 if conntrack has no
+ * such connection, -1 with errno: ETIMEDOUT without an answer within a
+ * second, EPROTO for an answer that does not parse.
+ */
+int nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport, struct nfq_ct_end *e);
+
 void nfq_ct_close(struct nfq_ct *ct);	/* NULL-safe */
 
 /* ---- SYNs accepted in the kernel (fastsyn.c) ------------------------------ */

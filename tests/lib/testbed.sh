@@ -244,6 +244,14 @@ http {
 		location / { return 200 "hello from plain.test\n"; }
 		# exactly TB_BIG_BYTES, for byte accounting
 		location = /big.bin { alias $TB_DIR/www/big.bin; }
+		# kept alive a minute (the others 5 s), and the same file at
+		# 64 KiB/s: 57-http-idle
+		location = /idle { keepalive_timeout 60; return 200 "idle-ok\n"; }
+		location = /slow.bin {
+			alias $TB_DIR/www/big.bin;
+			limit_rate 64k;
+			keepalive_timeout 60;
+		}
 	}
 }
 EOF

@@ -137,6 +137,35 @@ test_flags_only(void **state)
 	assert_string_equal(cfg.capture_denied, "/tmp/cap");
 	assert_string_equal(cfg.db, "/var/lib/sluice/flows.db");
 	assert_false(cfg.kernel_syn);			/* off by default */
+	assert_int_equal(cfg.http_idle, 120);
+	gw_config_free(&cfg);
+}
+
+/* --http-idle: seconds, 1..86400, as a flag or a key (a number or text). */
+static void
+test_http_idle(void **state)
+{
+	struct fixture *fx = *state;
+	struct gw_config cfg;
+	char *flag[] = { "sluiced", "--http-idle", "30", NULL };
+	char *file[] = { "sluiced", "-c", fx->path, NULL };
+	char *zero[] = { "sluiced", "--http-idle", "0", NULL };
+	char *big[] = { "sluiced", "--http-idle", "86401", NULL };
+
+	assert_int_equal(parse(&cfg, flag), 0);
+	assert_int_equal(cfg.http_idle, 30);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"http-idle\": 600}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_int_equal(cfg.http_idle, 600);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"http-idle\": \"45\"}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_int_equal(cfg.http_idle, 45);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, zero), -1);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, big), -1);
 	gw_config_free(&cfg);
 }
 
@@ -191,6 +220,8 @@ test_bad_files(void **state)
 		"{\"queue-balance\": 0}",
 		"{\"kernel-syn\": \"maybe\"}",
 		"{\"kernel-syn\": 1}",
+		"{\"http-idle\": 0}",
+		"{\"http-idle\": true}",
 	};
 	char *argv[] = { "sluiced", "-c", fx->path, NULL };
 	struct gw_config cfg;
@@ -234,6 +265,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test(test_flags_only),
 		cmocka_unit_test_setup_teardown(test_kernel_syn, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_http_idle, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files, setup,
 		    teardown),

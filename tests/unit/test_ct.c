@@ -1116,6 +1116,67 @@ test_forged_sender(void **state)
 	mnl_socket_close(nl);
 }
 
+/*
+ * nfq_ct_get: an open connection's counters so far, read twice around
+ * more traffic (the client's segments, TCP_INFO's count, are the original
+ * direction's packets); a tuple conntrack has not seen is 0, not an error;
+ * once the table is flushed, the connection is gone too.
+ */
+static void
+test_get(void **state)
+{
+	struct nfq_ct *ct;
+	struct nfq_ct_end e;
+	struct tcp_pair p;
+	struct tcp_info ti;
+	uint32_t lo = htonl(INADDR_LOOPBACK);
+	uint64_t before;
+
+	NEED_ENV(state);
+	ct = *state;
+	tcp_connect(&p);
+	send_all(p.cfd, 100);
+	recv_exactly(p.sfd, 100);
+	send_all(p.sfd, 200);
+	recv_exactly(p.cfd, 200);
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_loopback_tuple(&e);
+	assert_int_equal(e.proto, IPPROTO_TCP);
+	assert_int_equal(e.sport, p.cport);
+	assert_int_equal(e.dport, p.sport);
+	assert_int_equal(e.tcp_state, TCP_CONNTRACK_ESTABLISHED);
+	ti = tcp_info(p.cfd);
+	assert_int_equal(e.packets_orig, ti.tcpi_segs_out);
+	assert_true(e.packets_reply >= 2);
+	assert_int_equal(e.bytes_orig,
+	    100 + TCP_SEG_HDRS * e.packets_orig + TCP_SYN_EXTRA);
+	before = e.packets_orig + e.packets_reply;
+
+	/* the server sends, the client only acknowledges: both counts move */
+	send_all(p.sfd, 3000);
+	recv_exactly(p.cfd, 3000);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_true(e.packets_orig + e.packets_reply > before);
+	ti = tcp_info(p.cfd);
+	assert_int_equal(e.packets_orig, ti.tcpi_segs_out);
+
+	/* no such connection: the ports swapped round are a tuple of the
+	 * reply direction, which conntrack finds too, so another port */
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo,
+	    (uint16_t)(p.sport ^ 1), &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo, p.cport, lo, p.sport,
+	    &e), 0);
+	assert_int_equal(ct_flush(), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 0);
+	close(p.cfd);
+	close(p.sfd);
+	close(p.lfd);
+}
+
 static void
 test_close_null(void **state)
 {
@@ -1143,6 +1204,7 @@ main(void)
 		T(test_icmp),
 		T(test_overrun_counted),
 		T(test_forged_sender),
+		T(test_get),
 #undef T
 	};
 

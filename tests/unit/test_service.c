@@ -379,6 +379,15 @@ test_config_diff(void **state)
 	assert_int_equal(gw_config_diff(&a, &b, ch, 2), 4);
 	assert_null(ch[2].key);
 
+	/* --http-idle applies at once */
+	base_config(&b);
+	b.http_idle = 30;
+	assert_int_equal(gw_config_diff(&a, &b, ch, 8), 1);
+	assert_string_equal(ch[0].key, "http-idle");
+	assert_true(ch[0].live);
+	assert_string_equal(gw_config_value(&b, "http-idle", buf, sizeof(buf)),
+	    "30");
+
 	/* a second upstream is a change; so is one fewer */
 	base_config(&b);
 	b.dns_upstream[1] = "198.51.100.54";

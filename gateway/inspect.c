@@ -830,8 +830,10 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
 			continue;
 		}
-		if (h->nids == 0 && h->last_ms + idle_ms(gw) <= now &&
-		    still_in_use(gw, h)) {
+		/* a decided (HTTP) connection between requests: asked
+		 * about; one that never sent its first flight is not */
+		if (h->nids == 0 && h->logged &&
+		    h->last_ms + idle_ms(gw) <= now && still_in_use(gw, h)) {
 			h->last_ms = now;
 			continue;
 		}

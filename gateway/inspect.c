@@ -372,6 +372,7 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 {
 	struct nfq_tls_hello hello;
 	struct gw_decision d;
+	struct nfq_flow *fl;
 	enum nfq_tls_status st;
 
 	st = nfq_tls_parse_hello(h->reasm->data, h->reasm->contiguous, &hello);
@@ -418,10 +419,14 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	/*
 	 * Segments the client sent right behind the hello may already be
 	 * queued with the inspect mark: for a moment they follow the verdict
-	 * (from the flow table, not a hold slot) instead of meeting no state.
+	 * (from the flow table, not a hold slot) instead of meeting no state
+	 * — those behind the hello only (tag: the sequence number after
+	 * it), never a SYN or a hello again on a reused 5-tuple.
 	 */
-	nfq_flows_insert(gw->flows, &h->key, now, GW_FLOW_ALLOW_TTL_MS,
-	    NF_ACCEPT, GW_MARK_ALLOW)->tag = h->t.tcp_seq;
+	fl = nfq_flows_insert(gw->flows, &h->key, now, GW_FLOW_ALLOW_TTL_MS,
+	    NF_ACCEPT, GW_MARK_ALLOW);
+	fl->flight = true;
+	fl->tag = h->reasm->base + (uint32_t)h->reasm->contiguous;
 	hold_free(gw, h);
 }
 
@@ -660,6 +665,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * a denial of a SYN the kernel-SYN set let through (its copy
 		 * was decided otherwise): the connection is refused at its
 		 * first byte, and the copy's row is its only one */
+		if (fl != NULL && fl->flight && (t->proto != IPPROTO_TCP ||
+		    (t->tcp_flags & TH_SYN) ||
+		    t->tcp_seq - fl->tag >= 0x80000000u))
+			fl = NULL;	/* not behind the decided flight */
 		if (fl != NULL && (fl->mark == GW_MARK_ALLOW ||
 		    fl->mark == GW_MARK_DENY)) {
 			if (nfq_queue_verdict(gw->queue, pkt->id, fl->verdict,

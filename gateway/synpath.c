@@ -85,6 +85,14 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	if (t.proto == IPPROTO_ICMP)
 		key.sport = t.icmp_type;
 	fl = nfq_flows_lookup(gw->flows, &key, now);
+	/* a first flight's verdict is for the segments behind it: a SYN on
+	 * its 5-tuple is a new connection whatever its sequence number (the
+	 * sandbox picks those), decided and inspected anew, and the entry
+	 * goes so that nothing of the new one follows it */
+	if (fl != NULL && fl->flight) {
+		nfq_flows_remove(gw->flows, &key);
+		fl = NULL;
+	}
 	/* an allowed verdict carries over to a retransmitted SYN (same
 	 * sequence number), never to a new connection on a reused 5-tuple:
 	 * that one is decided (and inspected) anew */

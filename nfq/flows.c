@@ -277,8 +277,18 @@ nfq_flows_insert(struct nfq_flows *ft, const struct nfq_flow_key *key,
 	s->flow.verdict = verdict;
 	s->flow.mark = mark;
 	s->flow.hits = 0;
+	s->flow.flight = false;
 	heap_fix(ft, s->heap_pos);
 	return &s->flow;
+}
+
+void
+nfq_flows_remove(struct nfq_flows *ft, const struct nfq_flow_key *key)
+{
+	uint32_t idx = flow_find(ft, key, flow_bucket(ft, key));
+
+	if (idx != FLOW_NIL)
+		flow_remove(ft, idx);
 }
 
 void

@@ -181,7 +181,15 @@ struct nfq_flow {
 	uint32_t		mark;
 	uint32_t		hits;		/* packets decided from this entry */
 	uint32_t		tag;		/* the caller's (sluiced: a TCP
-						 * SYN's sequence number) */
+						 * SYN's sequence number, or
+						 * for a flight, the one after
+						 * its bytes) */
+	bool			flight;		/* the caller's (sluiced: set
+						 * for a verdict carried from a
+						 * decided first flight to the
+						 * segments behind it, which no
+						 * SYN may reuse); cleared by
+						 * each insert */
 };
 
 struct nfq_flows;
@@ -213,6 +221,9 @@ struct nfq_flow *nfq_flows_lookup(struct nfq_flows *ft,
 struct nfq_flow *nfq_flows_insert(struct nfq_flows *ft,
     const struct nfq_flow_key *key, uint64_t now_ms, uint64_t ttl_ms,
     uint32_t verdict, uint32_t mark);
+
+/* Removes key's entry, if there is one. */
+void nfq_flows_remove(struct nfq_flows *ft, const struct nfq_flow_key *key);
 
 /* Removes every entry whose ifindex is ifindex (a sandbox went away). */
 void nfq_flows_forget_ifindex(struct nfq_flows *ft, uint32_t ifindex);

@@ -13,12 +13,14 @@
 # (MD5/AO), one with IP options, or one whose timestamp is older than the
 # newest seen (PAWS) is refused or dropped unread; every sandbox packet
 # leaves with TTL 64, so none can expire between the gateway and the server.
-# What sluice does today: it decides on the decoy, marks the connection
-# allowed, and the real hello passes in the kernel without being read (for
-# HTTP, the rewritten bytes lie behind the consumed stream and are released
-# unread): the server serves b.test, and the log says a.test. This scenario
-# FAILS until that is fixed. A wrong checksum, the same trick one layer
-# down, is caught by conntrack (the control at the end).
+# Before those checks, sluice decided on the decoy, marked the connection
+# allowed, and the real hello passed in the kernel without being read (for
+# HTTP, the rewritten bytes lay behind the consumed stream and were
+# released unread): the server served b.test, and the log said a.test.
+# Two ways to make the server drop a decoy are NOT covered yet (README,
+# "Threat model"): a timestamp raised by a bare ACK sluiced never reads,
+# and an ACK number too old for the server. A wrong checksum, the same
+# trick one layer down, is caught by conntrack (the control at the end).
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-tcp-insertion
 tb_internet_up || { tb_fail "test bed up"; tb_done; }

@@ -1,0 +1,43 @@
+#!/bin/bash
+# 23-same-isn-reuse: a sandbox makes an allowed TLS connection to a.test,
+# aborts it (RST), and within the flow table's 2 s reuses its source port
+# AND its initial sequence number (a sandbox picks both) for a second
+# connection that presents b.test, which shares a.test's address and is
+# not allowed. A SYN with the same sequence number looks like a
+# retransmission of the first; the first flight's verdict must still not
+# carry over: the second connection is decided and inspected anew, denied
+# (sni_not_allowed) with its own row, and nginx never serves b.test. Run
+# with the kernel-SYN set off (the default) and on.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init adv-same-isn-reuse
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+for ks in off on; do
+	tb_sluiced_start --kernel-syn "$ks" || { tb_fail "sluiced up (--kernel-syn $ks)"; continue; }
+	tb_check "sandbox add ($ks)" tb_sandbox_add "a$ks" "$TB_DIR/policy.json"
+	tb_assert_eq "$(tb_in "a$ks" dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves ($ks)"
+	addr=$(tb_sandbox_field "a$ks" addr)
+	# the sandbox kernel's own resets (a SYN-ACK for a port it has no
+	# socket on) stay home: the connections are made by hand
+	tb_in "a$ks" iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
+	id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+	lines0=$(wc -l < "$TB_DIR/nginx.access.log")
+	out=$(tb_in "a$ks" "$TB_PY" "$TB_LIB/reuse_isn.py" "$addr" "$TB_ADDR_HTTPS" a.test b.test 0.3)
+	echo "$out"
+	tb_assert_match "$(printf '%s\n' "$out" | sed -n 1p)" "hello from a.test" "--kernel-syn $ks: the first connection (a.test) served"
+	tb_assert_match "$(printf '%s\n' "$out" | sed -n 2p)" "^conn2: '<reset>'$" \
+	    "--kernel-syn $ks: the second (b.test, same port and ISN) reset"
+	sleep 0.5
+	tail -n +"$((lines0 + 1))" "$TB_DIR/nginx.access.log" > "$TB_DIR/nginx.new"
+	tb_assert_eq "$(grep -c 'sni=a.test.*GET /first' "$TB_DIR/nginx.new")" 1 "--kernel-syn $ks: nginx served /first to a.test"
+	tb_assert_eq "$(grep -c 'b.test\|/second' "$TB_DIR/nginx.new")" 0 "--kernel-syn $ks: nginx never saw b.test or /second"
+	tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 443" 2 >/dev/null
+	tb_assert_eq "$(tb_sql "SELECT verdict, reason, sni FROM flows WHERE id > $id0 AND dst_port = 443 ORDER BY id")" \
+"allow|allowed_domain|a.test
+deny|sni_not_allowed|b.test" "--kernel-syn $ks: each connection has its row, the second denied"
+	tb_check "sluiced stops ($ks)" tb_sluiced_term
+done
+tb_done

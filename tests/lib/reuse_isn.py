@@ -1,0 +1,94 @@
+# reuse_isn.py SRC DST SNI1 SNI2 GAP: two TLS connections from one source
+# port with the same initial sequence number, built by hand over raw
+# sockets (the sandbox's own kernel must not answer for the port: the
+# caller drops its resets). The first presents SNI1 and asks for /first,
+# then aborts (RST); GAP seconds later the second presents SNI2 and asks
+# for /second. Prints what each got back (the end of the response, or
+# <reset>, or "no SYN-ACK").
+import random, socket, ssl, struct, sys, time, select
+src, dst, sni1, sni2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+dport = 443
+sport = random.randint(20000, 60000)
+WIN = 65535
+
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+def tcp(seq, ack, flags, opts=b"", data=b""):
+    doff = (20 + len(opts)) // 4
+    h = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xffffffff, ack & 0xffffffff, doff << 4, flags, WIN, 0, 0) + opts
+    ph = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(h) + len(data))
+    c = csum(ph + h + data)
+    h = h[:16] + struct.pack("!H", c) + h[18:]
+    seg = h + data
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(seg), random.randint(0, 65535), 0x4000, 64, 6, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return ip + seg
+
+tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+def send(p): tx.sendto(p, (dst, 0))
+def recv(timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        r, _, _ = select.select([rx], [], [], max(0, end - time.time()))
+        if not r: break
+        p = rx.recv(65535)
+        ihl = (p[0] & 15) * 4
+        t = p[ihl:]
+        sp, dp, seq, ack, off, fl = struct.unpack("!HHIIBB", t[:14])
+        if socket.inet_ntoa(p[12:16]) != dst or sp != dport or dp != sport: continue
+        return seq, ack, fl, t[(off >> 4) * 4:]
+    return None
+
+def session(isn, sni, path):
+    send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
+    sa = recv(2)
+    if sa is None or sa[2] & 0x12 != 0x12:
+        return "no SYN-ACK %r" % (sa,)
+    snd, rcv = isn + 1, sa[0] + 1
+    send(tcp(snd, rcv, 0x10))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
+    so = ctx.wrap_bio(bi, bo, server_hostname=sni)
+    out, sent_req, body = b"", False, b""
+    end = time.time() + 4
+    while time.time() < end:
+        try:
+            if not so.server_side and not sent_req:
+                so.do_handshake()
+                so.write(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, sni)).encode())
+                sent_req = True
+            else:
+                body += so.read(65536)
+        except ssl.SSLWantReadError:
+            pass
+        except (ssl.SSLError, ssl.SSLZeroReturnError) as e:
+            body += b"<%s>" % type(e).__name__.encode()
+            break
+        d = bo.read()
+        if d:
+            send(tcp(snd, rcv, 0x18, data=d)); snd += len(d)
+        r = recv(0.3)
+        if r is None: continue
+        seq, ack, fl, data = r
+        if fl & 0x04:
+            body += b"<reset>"; break
+        if data and seq == rcv:
+            rcv += len(data); bi.write(data)
+            send(tcp(snd, rcv, 0x10))
+        if fl & 0x01:
+            break
+    # abort: RST|ACK
+    send(tcp(snd, rcv, 0x14))
+    return body.decode("latin-1").replace("\r", "")[-80:]
+
+isn = random.randint(0, 2**31)
+print("conn1:", repr(session(isn, sni1, "/first")))
+time.sleep(float(sys.argv[5]))
+print("conn2:", repr(session(isn, sni2, "/second")))

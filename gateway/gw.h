@@ -231,6 +231,12 @@ struct gw {
 	unsigned		 nworkers;
 	pthread_mutex_t		 lock;
 	atomic_bool		 stopping;
+	/* The main loop's wake-up (workers.c): an eventfd it polls, written
+	 * by a worker whose batch made a timer (hold, limits) due before
+	 * wake_at, the loop's planned wake-up (CLOCK_MONOTONIC ms, UINT64_MAX:
+	 * none; 0: woken already, or not asleep yet), under lock. */
+	int			 wake_fd;
+	uint64_t		 wake_at;
 };
 
 /* ipv6.c: an IPv6 packet from a sandbox: dropped, its attempt logged. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -326,13 +327,14 @@ main(int argc, char **argv)
 	gw_service_ready(&gw);
 
 	/* pfd: queue, control, signals, conntrack, reaper, kernel SYNs,
-	 * then the rest */
-#define NFIXED	6
+	 * the workers' wake-up, then the rest */
+#define NFIXED	7
 	while (running) {
 		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
 		    16 + GW_METRICS_POLLFDS];
 		size_t ndns, nctl, nmet;
 		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
+		uint64_t now;
 		bool behind;
 
 		/* with --queue-balance the workers read the queues, and the
@@ -348,6 +350,8 @@ main(int argc, char **argv)
 		    .events = POLLIN };
 		pfd[5] = (struct pollfd){ .fd = gw.nflog ?
 		    nfq_nflog_fd(gw.nflog) : -1, .events = POLLIN };
+		pfd[6] = (struct pollfd){ .fd = gw.workers == NULL ? -1 :
+		    gw.wake_fd, .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
@@ -360,22 +364,28 @@ main(int argc, char **argv)
 		nctl = gw_control_pollfds(pfd + NFIXED + ndns, 16);
 		nmet = gw_metrics_pollfds(gw.metrics,
 		    pfd + NFIXED + ndns + nctl, GW_METRICS_POLLFDS);
-		timeout = dns_resolver_timeout(gw.resolver, now_ms());
-		itimeout = gw_inspect_timeout(&gw, now_ms());
+		/* one now for all: a worker that finds a hold's deadline
+		 * computes the same wake-up from it, not a later one */
+		now = now_ms();
+		timeout = dns_resolver_timeout(gw.resolver, now);
+		itimeout = gw_inspect_timeout(&gw, now);
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
 			timeout = itimeout;
 		/* the summary rows of rate-limited attempts (limits.c) */
-		ltimeout = gw_limits_timeout(&gw, now_ms());
+		ltimeout = gw_limits_timeout(&gw, now);
 		if (ltimeout >= 0 && (timeout < 0 || ltimeout < timeout))
 			timeout = ltimeout;
-		ctimeout = gw_control_timeout(now_ms());
+		ctimeout = gw_control_timeout(now);
 		if (ctimeout >= 0 && (timeout < 0 || ctimeout < timeout))
 			timeout = ctimeout;
-		mtimeout = gw_metrics_timeout(gw.metrics, now_ms());
+		mtimeout = gw_metrics_timeout(gw.metrics, now);
 		if (mtimeout >= 0 && (timeout < 0 || mtimeout < timeout))
 			timeout = mtimeout;
 		if (behind && (timeout < 0 || timeout > 2))
 			timeout = 2;
+		/* holds and rate-limit entries the workers make from here
+		 * on are due after this, or they wake the loop (workers.c) */
+		gw.wake_at = timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout;
 		gw_unlock(&gw);
 		if (poll(pfd, NFIXED + ndns + nctl + nmet, timeout) == -1) {
 			if (errno == EINTR)
@@ -383,6 +393,12 @@ main(int argc, char **argv)
 			fatal("poll");
 		}
 		gw_lock(&gw);
+		/* woken by a worker: this pass looks at its timers again */
+		if (pfd[6].revents & POLLIN) {
+			eventfd_t n;
+
+			(void)eventfd_read(gw.wake_fd, &n);
+		}
 		/* copies of SYNs the kernel let through, before the first
 		 * flights that follow them */
 		if (pfd[5].revents & POLLIN)

@@ -16,6 +16,12 @@
  * in parallel is what happens outside it: the kernel queueing packets to
  * each queue's socket (per CPU), waking each reader, and the writer
  * thread's SQLite work.
+ *
+ * The main loop sleeps in poll() until the earliest of its timers, which
+ * include the holds' deadlines and the rate-limit summaries that workers
+ * create. Before it sleeps it notes when it will wake (gw->wake_at); a
+ * worker whose batch made something due earlier writes gw->wake_fd, once
+ * until the loop has looked again, so a busy queue costs no syscall.
  */
 #include <errno.h>
 #include <poll.h>
@@ -24,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -48,6 +57,31 @@ gw_unlock(struct gw *gw)
 {
 	if (gw->nworkers > 0)
 		pthread_mutex_unlock(&gw->lock);
+}
+
+/* With the lock held, after a batch: the main loop is woken if a timer
+ * it does not know of is due before it wakes anyway. */
+static void
+wake_main(struct gw *gw)
+{
+	struct timespec ts;
+	uint64_t now, due = UINT64_MAX;
+	int t;
+
+	if (gw->wake_at == 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	if ((t = gw_inspect_timeout(gw, now)) >= 0)
+		due = now + (uint64_t)t;
+	if ((t = gw_limits_timeout(gw, now)) >= 0 && now + (uint64_t)t < due)
+		due = now + (uint64_t)t;
+	if (due >= gw->wake_at)
+		return;
+	/* EAGAIN: the counter is full, so the loop is woken already */
+	if (eventfd_write(gw->wake_fd, 1) == -1 && errno != EAGAIN)
+		log_warn("waking the main loop");
+	gw->wake_at = 0;
 }
 
 static void *
@@ -75,6 +109,7 @@ worker_main(void *arg)
 		gw->queue = w->queue;
 		if (nfq_queue_recv(w->queue, w->cb, gw) == -1)
 			log_warn("queue %u: receive", nfq_queue_num(w->queue));
+		wake_main(gw);
 		pthread_mutex_unlock(&gw->lock);
 	}
 	return NULL;
@@ -89,6 +124,10 @@ gw_workers_open(struct gw *gw, char *err, size_t errlen)
 		return 0;
 	if ((gw->workers = calloc(n, sizeof(*gw->workers))) == NULL) {
 		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((gw->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1) {
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
@@ -146,6 +185,8 @@ gw_workers_stop(struct gw *gw)
 		nfq_queue_close(gw->workers[i].queue);
 	free(gw->workers);
 	gw->workers = NULL;
+	close(gw->wake_fd);
+	gw->wake_fd = -1;
 	if (gw->nworkers > 0)
 		pthread_mutex_destroy(&gw->lock);
 	gw->nworkers = 0;

@@ -3,7 +3,9 @@
 # thread each, flows spread over them by CPU. Clients pinned to each CPU
 # make allowed TLS (held and inspected), allowed plain TCP and denied
 # connections at once: each gets the right verdict and exactly one row,
-# both queues carried packets, and the attacker received nothing.
+# both queues carried packets, and the attacker received nothing. A first
+# flight a reader holds is still reset at its 3 s deadline, with nothing
+# else to wake the main loop.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init qbal
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -69,7 +71,29 @@ tb_assert_eq "$(tb_attacker_conn_count)" 0 "the attacker accepted no connection"
 tb_check "no secret on the far side" [ "$(tb_attacker_received | grep -ac secret)" = 0 ]
 
 # the control socket and the resolver keep working beside the readers
-tb_check "policy set while the readers run" tb_sluice policy set "${P}-a" "$TB_DIR/policy.json"
+# (the new policy lets the sandbox reach the attacker by name: below)
+cat > "$TB_DIR/policy2.json" <<EOF
+{"network": {"allowedDomains": ["a.test", "*.evil.test"]},
+ "sluice": {"allowedCidrs": ["$TB_ADDR_DB:5432"]}}
+EOF
+tb_check "policy set while the readers run" tb_sluice policy set "${P}-a" "$TB_DIR/policy2.json"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test still resolves"
+
+# A reader holds a first flight while the main loop sleeps with no timer
+# of its own: the hold's 3 s deadline must still wake it (33, one queue).
+tb_in a dig +short x.evil.test >/dev/null
+t0=$(tb_time_ms)
+out=$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_ATK" 443 --sni x.evil.test \
+    --truncate 100 --wait 6)
+t1=$(tb_time_ms)
+tb_assert_eq "$out" "reset" "an incomplete hello held by a reader is reset"
+tb_assert_le $((t1 - t0)) 5000 "after the 3 s hold ($((t1 - t0)) ms), not when something else wakes the loop"
+tb_check "not before it either" [ $((t1 - t0)) -ge 2500 ]
+sleep 0.3
+tb_assert_eq "$(tb_attacker_payload_bytes proto=tcp dport=443)" 0 \
+    "the attacker received none of the held bytes"
+tb_wait_rows "SELECT count(*) FROM flows WHERE reason = 'hold_timeout'" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict FROM flows WHERE reason = 'hold_timeout'")" \
+    "443|deny" "logged as hold_timeout"
 tb_check "a clean stop joins the readers" tb_sluiced_stop
 tb_done

@@ -77,7 +77,7 @@ struct conn {
 	uint32_t	 gen;
 	uint32_t	 ifindex, local, peer;
 	uint16_t	 peer_port;
-	uint64_t	 idle_deadline;
+	uint64_t	 idle_deadline;	/* closed then, unless busy */
 	size_t		 inlen, outlen, outoff;
 	uint8_t		 in[2 + DNS_TCP_MSG_MAX];
 	uint8_t		 out[2 + DNS_TCP_MSG_MAX];
@@ -383,8 +383,14 @@ reply(struct dns_resolver *r, struct dns_request *req, int conn,
 	if (rcode >= 0)
 		r->st.answered++;
 	r->ops->done(r->arg, req, rcode);
-	if (conn >= 0 && r->conns[conn].used && r->conns[conn].gen == conn_gen)
+	/* idle is time spent waiting on the client: it starts again once
+	 * no query is outstanding, so that an answer that took longer than
+	 * the idle time is still sent */
+	if (conn >= 0 && r->conns[conn].used &&
+	    r->conns[conn].gen == conn_gen) {
 		r->conns[conn].busy = false;
+		r->conns[conn].idle_deadline = r->now + DNS_TCP_IDLE_MS;
+	}
 }
 
 /* ---- upstream sockets --------------------------------------------------- */
@@ -944,14 +950,38 @@ conn_process(struct dns_resolver *r, int i)
 	}
 }
 
+/* The client sent its last query and has every answer it will get. */
+static bool
+conn_finished(const struct conn *c)
+{
+	return c->closing && !c->busy && c->outoff == c->outlen;
+}
+
+/*
+ * The events a client's socket is polled for: input while there is room
+ * for it (a full buffer waits until its query is answered, and a socket
+ * left readable would wake the loop for nothing), output while an answer
+ * waits. None: its query is upstream. It is then left out of poll, which
+ * reports a reset (POLLHUP) whatever was asked for; the reset is found
+ * when the answer is sent.
+ */
+static short
+conn_events(const struct conn *c)
+{
+	return (short)((!c->closing && c->inlen < sizeof(c->in) ? POLLIN : 0) |
+	    (c->outoff < c->outlen ? POLLOUT : 0));
+}
+
 static void
 conn_io(struct dns_resolver *r, int i, short revents)
 {
 	struct conn *c = &r->conns[i];
 	ssize_t n;
 
-	if (revents & POLLOUT && c->outoff < c->outlen) {
-		n = write(c->fd, c->out + c->outoff, c->outlen - c->outoff);
+	/* MSG_NOSIGNAL: a client that reset is an error, not a SIGPIPE */
+	if (revents & (POLLOUT | POLLHUP | POLLERR) && c->outoff < c->outlen) {
+		n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+		    MSG_NOSIGNAL);
 		if (n > 0)
 			c->outoff += (size_t)n;
 		else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -965,12 +995,17 @@ conn_io(struct dns_resolver *r, int i, short revents)
 		if (n > 0) {
 			c->inlen += (size_t)n;
 			c->idle_deadline = r->now + DNS_TCP_IDLE_MS;
-		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-			c->closing = true;
+		} else if (n == 0) {
+			c->closing = true;	/* answers still go out */
+		} else if (errno != EAGAIN && errno != EINTR) {
+			/* a reset: nothing can reach the client any more; a
+			 * query of its upstream ends unanswered (reply) */
+			conn_close(r, i);
+			return;
 		}
 	}
 	conn_process(r, i);
-	if (c->used && c->closing && !c->busy && c->outoff == c->outlen)
+	if (c->used && conn_finished(c))
 		conn_close(r, i);
 }
 
@@ -993,11 +1028,10 @@ dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd, size_t max)
 	for (i = 0; i < DNS_TCP_MAX && n < max && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
-		if (!c->used)
+		if (!c->used || conn_events(c) == 0)
 			continue;
 		pfd[n] = (struct pollfd){ .fd = c->fd,
-		    .events = (short)((c->closing ? 0 : POLLIN) |
-		    (c->outoff < c->outlen ? POLLOUT : 0)) };
+		    .events = conn_events(c) };
 		r->map[n++] = (struct slot_ref){ K_CONN, i };
 	}
 	for (i = 0; i < UPSOCK_N && n < max; i++) {
@@ -1046,10 +1080,16 @@ dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
 	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
-		if (c->used && !c->busy && c->idle_deadline <= now_ms)
+		if (!c->used)
+			continue;
+		if (!c->busy && c->idle_deadline <= now_ms) {
 			conn_close(r, i);
-		else if (c->used)
-			conn_process(r, i);
+			continue;
+		}
+		/* an answer came: the next query, or the end */
+		conn_process(r, i);
+		if (c->used && conn_finished(c))
+			conn_close(r, i);
 	}
 	udp_flush(r);
 }
@@ -1062,8 +1102,11 @@ dns_resolver_timeout(const struct dns_resolver *r, uint64_t now_ms)
 
 	if (r->due_head != NONE)
 		next = r->pend[r->due_head].deadline;
+	/* a busy connection waits on its query, whose deadline is above;
+	 * it is closed for idleness only once that is over */
 	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++)
-		if (r->conns[i].used && r->conns[i].idle_deadline < next)
+		if (r->conns[i].used && !r->conns[i].busy &&
+		    r->conns[i].idle_deadline < next)
 			next = r->conns[i].idle_deadline;
 	if (next == UINT64_MAX)
 		return -1;

@@ -734,6 +734,311 @@ test_close_in_flight(void **state)
 	assert_string_equal(fx->done[0].name, "pending.test");
 }
 
+/* ---- TCP clients that cannot be served yet ------------------------- */
+
+/*
+ * The loop must sleep while nothing can progress: none of the resolver's
+ * descriptors ready, and a timeout other than 0. A descriptor poll keeps
+ * reporting, or a deadline that passed and is not acted on, makes
+ * sluiced's loop spin on the CPU.
+ */
+static void
+assert_asleep(struct fixture *fx)
+{
+	struct pollfd pfd[2 + DNS_TCP_MAX + DNS_PENDING_MAX];
+	size_t n, k;
+	int ready;
+
+	n = dns_resolver_pollfds(fx->r, pfd, sizeof(pfd) / sizeof(pfd[0]));
+	ready = poll(pfd, n, 0);
+	assert_true(ready >= 0);
+	for (k = 0; k < n && ready > 0; k++)
+		if (pfd[k].revents != 0)
+			print_message("fd %d: events %#x, revents %#x\n",
+			    pfd[k].fd, (unsigned)pfd[k].events,
+			    (unsigned)pfd[k].revents);
+	assert_int_equal(ready, 0);
+	assert_int_not_equal(dns_resolver_timeout(fx->r, fx->now), 0);
+}
+
+static int
+tcp_client(void)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET,
+	    .sin_port = htons(RES_PORT), .sin_addr.s_addr = addr("127.0.0.1") };
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd != -1);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	return fd;
+}
+
+/* Writes a length-prefixed query into buf; returns its length. */
+static size_t
+tcp_query(uint8_t *buf, size_t size, uint16_t id, const char *name)
+{
+	int len;
+
+	assert_true(size > 2);
+	len = dns_write_query(buf + 2, size - 2, id, name, DNS_T_A, 1);
+	assert_true(len > 0);
+	buf[0] = (uint8_t)(len >> 8);
+	buf[1] = (uint8_t)len;
+	return (size_t)len + 2;
+}
+
+static void
+tcp_ask(int fd, uint16_t id, const char *name)
+{
+	uint8_t msg[512];
+	size_t len;
+
+	len = tcp_query(msg, sizeof(msg), id, name);
+	assert_int_equal(write(fd, msg, len), (ssize_t)len);
+}
+
+/* Reads exactly len bytes, turning the loop while it waits; false at the
+ * end of the stream or after WAIT_MS without data. */
+static bool
+tcp_read(struct fixture *fx, int fd, uint8_t *buf, size_t len)
+{
+	size_t have = 0;
+	ssize_t n;
+
+	while (have < len) {
+		if (!turn_until(fx, fd, WAIT_MS))
+			return false;
+		n = read(fd, buf + have, len - have);
+		if (n <= 0)
+			return false;
+		have += (size_t)n;
+	}
+	return true;
+}
+
+/* The next answer on a TCP client, parsed; false if none came. */
+static bool
+tcp_answer(struct fixture *fx, int fd, struct dns_response *resp)
+{
+	uint8_t buf[2 + DNS_TCP_MSG_MAX];
+	size_t len;
+
+	if (!tcp_read(fx, fd, buf, 2))
+		return false;
+	len = (size_t)buf[0] << 8 | buf[1];
+	if (!tcp_read(fx, fd, buf + 2, len))
+		return false;
+	assert_int_equal(dns_parse_response(buf + 2, len, resp), DNS_PARSE_OK);
+	return true;
+}
+
+/* The resolver closed the connection: its end of the stream is there. */
+static void
+assert_tcp_closed(struct fixture *fx, int fd)
+{
+	uint8_t b;
+
+	assert_true(turn_until(fx, fd, WAIT_MS));
+	assert_int_equal(read(fd, &b, 1), 0);
+}
+
+/* A reset (RST) instead of a close. */
+static void
+tcp_reset(int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)),
+	    0);
+	close(fd);
+}
+
+/*
+ * A client that resets while its query is upstream is closed at once:
+ * its socket is not left for poll to report over and over. The answer
+ * finds it gone (done with -1) and does not reach the next client of
+ * the same slot. One that half-closed and then resets is not polled
+ * until its answer is there; the answer then closes it.
+ */
+static void
+test_tcp_reset_busy(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u0, u1, u2;
+	int fd;
+
+	NEED_ENV(state);
+	fd = tcp_client();
+	tcp_ask(fd, 1, "reset.test");
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	tcp_reset(fd);
+	turn(fx, ABSENT_MS);
+	assert_asleep(fx);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now),
+	    DNS_UPSTREAM_TRY_MS);
+	assert_int_equal(fx->ndone, 0);
+	/* the next client, very likely in the same slot */
+	fd = tcp_client();
+	tcp_ask(fd, 2, "next.test");
+	assert_true(upstream_get(fx, fx->up[0], &u1, WAIT_MS));
+	upstream_reply(fx->up[0], &u0, u0.q.id, NULL, 0, "203.0.113.66");
+	turn(fx, ABSENT_MS);
+	assert_int_equal(fx->ndone, 1);
+	assert_string_equal(fx->done[0].name, "reset.test");
+	assert_int_equal(fx->done[0].rcode, -1);
+	assert_int_equal(stats(fx).answered, 0);
+	upstream_reply(fx->up[0], &u1, u1.q.id, NULL, 0, "192.0.2.2");
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_a(&resp, 2, "192.0.2.2");
+	assert_int_equal(stats(fx).answered, 1);
+
+	/* half-closed, then reset */
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_tcp_closed(fx, fd);
+	fd = tcp_client();
+	tcp_ask(fd, 3, "half.test");
+	assert_true(upstream_get(fx, fx->up[0], &u2, WAIT_MS));
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	turn(fx, ABSENT_MS);
+	assert_asleep(fx);
+	tcp_reset(fd);
+	assert_asleep(fx);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now),
+	    DNS_UPSTREAM_TRY_MS);
+	upstream_reply(fx->up[0], &u2, u2.q.id, NULL, 0, "192.0.2.3");
+	turn(fx, ABSENT_MS);	/* the answer, queued */
+	turn(fx, ABSENT_MS);	/* refused: the connection goes */
+	assert_int_equal(fx->ndone, 3);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), -1);
+	assert_asleep(fx);
+}
+
+/* A client that half-closes after its query still gets the answer, and
+ * the connection is closed once it is sent. */
+static void
+test_tcp_half_close(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u;
+	int fd;
+
+	NEED_ENV(state);
+	fd = tcp_client();
+	tcp_ask(fd, 4, "half.test");
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	turn(fx, ABSENT_MS);
+	assert_asleep(fx);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.4");
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_a(&resp, 4, "192.0.2.4");
+	assert_tcp_closed(fx, fd);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), -1);
+	close(fd);
+}
+
+/*
+ * A client sends more than the connection's buffer holds while its query
+ * is upstream: what does not fit stays in the socket, unpolled, until
+ * the answer is out; then every query is answered, in order.
+ */
+static void
+test_tcp_fill(void **state)
+{
+	struct fixture *fx = *state;
+	static uint8_t msg[8192];
+	struct dns_response resp;
+	struct upq u;
+	size_t len, nq = 0, got = 0;
+	int fd;
+
+	NEED_ENV(state);
+	fd = tcp_client();
+	len = tcp_query(msg, sizeof(msg), 100, "fill.test");
+	/* then queries answered without upstream, more than in[] holds */
+	while (len + 64 < sizeof(msg) && len < 2 * (2 + DNS_TCP_MSG_MAX)) {
+		len += tcp_query(msg + len, sizeof(msg) - len,
+		    (uint16_t)(101 + nq), "local.test");
+		nq++;
+	}
+	assert_int_equal(write(fd, msg, len), (ssize_t)len);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	turn(fx, ABSENT_MS);
+	turn(fx, ABSENT_MS);
+	assert_asleep(fx);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now),
+	    DNS_UPSTREAM_TRY_MS);
+	assert_int_equal(stats(fx).queries, 1);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.5");
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_a(&resp, 100, "192.0.2.5");
+	while (got < nq && tcp_answer(fx, fd, &resp)) {
+		assert_int_equal(resp.id, 101 + got);
+		assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+		got++;
+	}
+	assert_int_equal(got, nq);
+	assert_int_equal(stats(fx).queries, 1 + nq);
+	close(fd);
+}
+
+/*
+ * The idle time of a connection does not run out while its query is
+ * upstream: the loop waits for the query's deadline, not for an idle
+ * deadline it would not act on, and an answer that comes after the idle
+ * time is still sent. Idleness counts again from the answer.
+ */
+static void
+test_tcp_idle_busy(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct upq u0, u1;
+	int fd;
+
+	NEED_ENV(state);
+	fd = tcp_client();
+	tcp_ask(fd, 6, "late.test");
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	/* upstream 0 gives up and upstream 1 is asked as the idle time ends */
+	fx->now += DNS_TCP_IDLE_MS;
+	turn(fx, 0);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now),
+	    DNS_UPSTREAM_TRY_MS);
+	assert_asleep(fx);
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	upstream_reply(fx->up[1], &u1, u1.q.id, NULL, 0, "192.0.2.6");
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_a(&resp, 6, "192.0.2.6");
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), DNS_TCP_IDLE_MS);
+	assert_asleep(fx);
+	/* a second query, pipelined behind one that outlives the idle time */
+	tcp_ask(fd, 7, "late.test");
+	tcp_ask(fd, 8, "local.test");
+	assert_true(upstream_get(fx, fx->up[0], &u0, WAIT_MS));
+	fx->now += DNS_TCP_IDLE_MS + DNS_UPSTREAM_TRY_MS;
+	assert_true(upstream_get(fx, fx->up[1], &u1, WAIT_MS));
+	fx->now += DNS_UPSTREAM_TRY_MS;
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_int_equal(resp.id, 7);
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	assert_true(tcp_answer(fx, fd, &resp));
+	assert_int_equal(resp.id, 8);
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	/* then idle for good */
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), DNS_TCP_IDLE_MS);
+	fx->now += DNS_TCP_IDLE_MS - 1;
+	turn(fx, 0);
+	assert_asleep(fx);
+	fx->now += 1;
+	assert_tcp_closed(fx, fd);
+	assert_int_equal(dns_resolver_timeout(fx->r, fx->now), -1);
+	close(fd);
+}
+
 /* ---- the answer cache ----------------------------------------------- */
 
 static void
@@ -1250,6 +1555,10 @@ main(void)
 		T(test_tcp),
 		T(test_set_upstreams),
 		T(test_close_in_flight),
+		T(test_tcp_reset_busy),
+		T(test_tcp_half_close),
+		T(test_tcp_fill),
+		T(test_tcp_idle_busy),
 		T(test_cache_hit),
 		T(test_cache_key),
 		T(test_cache_expiry),

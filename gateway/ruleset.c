@@ -58,7 +58,8 @@ static const char raw_dns[] =
  * connection; on 80 the handshake's and the ones acknowledging the
  * response were two of five. An HTTP connection's ACKs used to tell
  * sluiced that a kept-alive connection was still in use; now conntrack's
- * counters do, asked when it has been idle for 120 s (inspect.c).
+ * counters do, asked once sluiced has seen nothing of it for --http-idle
+ * (inspect.c).
  */
 #define BARE_ACK_40 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10\""
 #define BARE_ACK_52 "-m u32 --u32 \"0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10\""

@@ -30,13 +30,13 @@ copy(char *dst, size_t len, const char *src)
  */
 static int
 put_row(struct gw *gw, const struct gw_sandbox *sb, struct store_flow *f,
-    const struct gw_decision *d)
+    const struct gw_decision *d, const char *sha256)
 {
 	f->ts_us = store_now_us();
 	if (sb != NULL) {
 		copy(f->sandbox, sizeof(f->sandbox), sb->name);
 		copy(f->policy_sha256, sizeof(f->policy_sha256),
-		    sb->policy->sha256);
+		    sha256 != NULL ? sha256 : sb->policy->sha256);
 	}
 	f->verdict = gw_verdict_name(d->verdict);
 	f->reason = gw_reason_name(d->reason);
@@ -71,7 +71,7 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 		copy(f.http_path, sizeof(f.http_path), x->http_path);
 		copy(f.app, sizeof(f.app), x->app);
 	}
-	return put_row(gw, sb, &f, d);
+	return put_row(gw, sb, &f, d, x != NULL ? x->policy_sha256 : NULL);
 }
 
 /* The row of an IPv6 attempt (ipv6.c): addresses as text, nothing read. */
@@ -88,5 +88,5 @@ gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
 	inet_ntop(AF_INET6, t->daddr, f.dst_ip, sizeof(f.dst_ip));
 	f.src_port = ports ? t->sport : -1;
 	f.dst_port = ports ? t->dport : -1;
-	return put_row(gw, sb, &f, d);
+	return put_row(gw, sb, &f, d, NULL);
 }

@@ -325,6 +325,7 @@ struct gw_flow_extra {
 	const char	*sni, *tls_version, *alpn;
 	const char	*http_method, *http_host, *http_path;
 	const char	*app;
+	const char	*policy_sha256;	/* NULL: the sandbox's policy now */
 };
 int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple *t, const struct gw_decision *d,

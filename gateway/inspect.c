@@ -30,7 +30,13 @@ struct hold {
 	bool			 decided;	/* HTTP: a first head was allowed */
 	struct nfq_flow_key	 key;
 	struct nfq_tuple	 t;		/* of the SYN, for the row */
-	struct gw_decision	 syn;		/* what the SYN was allowed by */
+	struct gw_decision	 syn;		/* what the SYN was allowed by;
+						 * its rule points at syn_rule,
+						 * never into a policy a
+						 * `policy set` may free */
+	char			 syn_rule[300];
+	char			 syn_sha256[65];	/* the policy it was
+						 * decided under */
 	uint64_t		 deadline;	/* held bytes must be decided by */
 	uint64_t		 last_ms;	/* last packet seen (or, once
 						 * idle, counted by conntrack) */
@@ -257,6 +263,10 @@ log_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	}
 	if (h->cls != NULL)
 		x.app = nfq_class_result(gw->classifier, h->cls, app, sizeof(app));
+	/* the SYN's decision names the policy it was made under, which a
+	 * `policy set` since may have replaced */
+	if (d == &h->syn)
+		x.policy_sha256 = h->syn_sha256;
 	h->logged = true;
 	if (gw_log_flow(gw, sb, &h->t, d, &x) == -1) {
 		gw->denied_unlogged++;
@@ -609,6 +619,12 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->t.tcp_opts = NULL;
 	h->t.tcp_optlen = 0;
 	h->syn = *d;
+	snprintf(h->syn_rule, sizeof(h->syn_rule), "%s",
+	    d->rule != NULL ? d->rule : "");
+	h->syn.rule = d->rule != NULL ? h->syn_rule : NULL;
+	h->syn.domain = NULL;
+	snprintf(h->syn_sha256, sizeof(h->syn_sha256), "%s",
+	    sb->policy->sha256);
 	h->last_ms = now;
 	nfq_reasm_init(h->reasm, t->tcp_seq + 1);
 	{

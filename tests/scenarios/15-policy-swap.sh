@@ -1,7 +1,8 @@
 #!/bin/bash
 # 15-policy-swap: `policy set` replaces a sandbox's policy atomically for new
 # flows; a malformed policy is rejected with its position (by the CLI and by
-# the daemon itself) and the old one stays in force.
+# the daemon itself) and the old one stays in force; a flight held across a
+# swap is logged with the policy that admitted it.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init policy-swap
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -62,4 +63,37 @@ tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, policy_sha256 FROM flows ORDER
 tb_assert_eq "$(tb_sql "SELECT sha256 FROM policies WHERE sandbox = '${P}-a' ORDER BY id")" \
 "$sha1
 $sha2" "both policy versions are kept, the bad one is not"
+
+# a first flight held across a `policy set`: its row, written after the
+# swap (the client connects, sends nothing and closes), names the entry
+# and the policy that admitted its SYN (the old policy is freed by then:
+# scenarios 1-4 run again under ASan)
+cat > "$TB_DIR/p3.json" <<EOF
+{"network": {"allowedDomains": ["a.test:443"]}}
+EOF
+cat > "$TB_DIR/p4.json" <<EOF
+{"network": {"allowedDomains": ["zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz.test"]}}
+EOF
+sha3=$(sha256sum < "$TB_DIR/p3.json" | cut -d' ' -f1)
+tb_check "policy set p3" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
+tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves under p3"
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" <<'EOF' &
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 443), timeout=3)
+time.sleep(1.5)
+s.close()
+time.sleep(0.3)
+EOF
+held=$!
+sleep 0.5
+for _ in 1 2 3 4; do
+	tb_sluice policy set "${P}-a" "$TB_DIR/p4.json" >/dev/null || tb_fail "policy set p4"
+done
+wait "$held"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason, rule, name, policy_sha256 FROM flows WHERE id > $id0")" \
+    "443|allow|allowed_domain|a.test:443|a.test|$sha3" \
+    "the held flight's row: the old policy's entry and digest, read after the swap"
+tb_check "sluiced is still running" kill -0 "$TB_SLUICED_PID"
 tb_done

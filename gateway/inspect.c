@@ -470,7 +470,18 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		decide_name(gw, sb, h, head.host,
 		    h->decided ? h->admitted : NULL, GW_R_HOST_NOT_ALLOWED,
 		    GW_R_HOST_BINDING_MISMATCH, now, &d);
-		if (d.verdict != GW_ALLOW) {
+		audit(sb, &d);
+		if (d.verdict == GW_AUDIT) {
+			/* audit mode: the request goes with its own row, and
+			 * the connection is still read, so that each request
+			 * after it has its row too, and a switch to enforce
+			 * decides the next one */
+			if (log_hold(gw, sb, h, &d, NULL, &head) == -1) {
+				reject(gw, h);
+				hold_free(gw, h);
+				return;
+			}
+		} else if (d.verdict != GW_ALLOW) {
 			/* a later request that is denied ends the
 			 * connection, and gets its own row */
 			deny_hold(gw, sb, h, d.reason, NULL, &head);
@@ -482,7 +493,8 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 			if (!dns_name_normalize(head.host, strlen(head.host),
 			    h->admitted, NULL))
 				h->admitted[0] = '\0';
-			if (log_hold(gw, sb, h, &d, NULL, &head) == -1) {
+			if (d.verdict == GW_ALLOW &&
+			    log_hold(gw, sb, h, &d, NULL, &head) == -1) {
 				reject(gw, h);
 				hold_free(gw, h);
 				return;

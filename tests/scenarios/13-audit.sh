@@ -1,6 +1,7 @@
 #!/bin/bash
 # 13-audit: audit mode decides as enforce would, lets the flow through, and
-# logs the verdict it would have given as 'audit'.
+# logs the verdict it would have given as 'audit'; on an HTTP keep-alive
+# connection, each such request.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init audit
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -41,4 +42,50 @@ tb_assert_eq "$(tb_attacker_packet_count)" "$before" \
 tb_wait_rows "SELECT count(*) FROM flows WHERE verdict = 'deny'" 1 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT reason FROM flows WHERE verdict = 'deny'")" \
     "not_allowlisted" "logged as deny"
+
+# HTTP keep-alive in audit mode: every request that enforce would refuse
+# goes, each with its own audit row, and the connection is still read, so
+# after a switch to enforce its next request is refused before nginx sees
+# it (an audited request used to let the whole connection past sluiced)
+cat > "$TB_DIR/audit-b.json" <<EOF
+{"network": {"allowedDomains": ["b.test"]}, "sluice": {"mode": "audit"}}
+EOF
+cat > "$TB_DIR/enforce-b.json" <<EOF
+{"network": {"allowedDomains": ["b.test"]}}
+EOF
+tb_check "sandbox add b (audit)" tb_sandbox_add b "$TB_DIR/audit-b.json"
+tb_in b dig +short b.test >/dev/null
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+tb_in b "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_DIR/go" > "$TB_DIR/ka.out" 2>&1 <<'EOF' &
+import http.client, os, sys, time
+c = http.client.HTTPConnection(sys.argv[1], 80, timeout=3)
+res = []
+for i in range(3):
+    if i == 2:
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.05)
+    try:
+        c.request("GET", "/ka%d" % i, headers={"Host": "a.test"})
+        res.append(c.getresponse().read().decode().strip())
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        res.append(type(e).__name__)
+        break
+print("|".join(res))
+EOF
+ka=$!
+sleep 1		# the first two requests answered (nginx keeps it 5 s)
+tb_check "b to enforce" tb_sluice policy set "${P}-b" "$TB_DIR/enforce-b.json"
+touch "$TB_DIR/go"
+wait "$ka"
+tb_assert_match "$(cat "$TB_DIR/ka.out")" \
+    "^hello from a.test on port 80\|hello from a.test on port 80\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
+    "keep-alive: two requests audited and served, the third (after enforce) refused"
+sleep 0.3
+tb_assert_eq "$(grep -c '"GET /ka[01]' "$TB_DIR/nginx.access.log")" 2 "nginx served the two audited requests"
+tb_assert_eq "$(grep -c '"GET /ka2' "$TB_DIR/nginx.access.log")" 0 "and never saw the third"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 80" 3 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \
+"audit|host_not_allowed|a.test|/ka0
+audit|host_not_allowed|a.test|/ka1
+deny|host_not_allowed|a.test|/ka2" "a row for each request: two audited, the third denied"
 tb_done

@@ -586,6 +586,34 @@ step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		http_step(gw, sb, h, now);
 }
 
+/*
+ * A new connection on a held flow's 5-tuple (a new SYN, another sequence
+ * number): the old one's flight will never complete. Its held packets are
+ * dropped (not reset: the 4-tuple is the new connection's now) and it gets
+ * its row — the SYN's decision if it sent nothing, else hold_timeout — so
+ * that no packet waits in the queue for ever and no attempt goes unlogged.
+ */
+static void
+replaced(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
+{
+	if (h->nids > 0 && verdict_held(h, h->nids, NF_DROP, false, 0) == -1)
+		log_warn("verdicts for a replaced flight");
+	h->nids = 0;
+	if (!h->logged) {
+		if (h->reasm->high > 0) {
+			struct gw_decision d = h->syn;
+
+			d.verdict = GW_DENY;
+			d.reason = GW_R_HOLD_TIMEOUT;
+			d.rule = NULL;
+			audit(sb, &d);
+			(void)log_hold(gw, sb, h, &d, NULL, NULL);
+		} else
+			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
+	}
+	hold_free(gw, h);
+}
+
 int
 gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
     const struct nfq_packet *pkt, const struct nfq_tuple *t,
@@ -598,8 +626,22 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	uint32_t b;
 
 	flow_key(pkt, t, &key);
-	if ((h = hold_find(hs, &key)) != NULL)
-		hold_free(gw, h);	/* a reused 4-tuple: start afresh */
+	if ((h = hold_find(hs, &key)) != NULL) {
+		if (h->t.tcp_seq == t->tcp_seq) {
+			/* the same SYN again (a retransmission): the hold
+			 * goes on; data in it (TCP Fast Open) joins the
+			 * flight */
+			if (t->l4_len == 0) {
+				if (!pkt->copy && nfq_queue_verdict(gw->queue,
+				    pkt->id, NF_ACCEPT, true,
+				    GW_MARK_INSPECT) == -1)
+					log_warn("verdict");
+			} else if (take(gw, sb, h, pkt, t, now))
+				step(gw, sb, h, now);
+			return 0;
+		}
+		replaced(gw, sb, h);
+	}
 	/* bounded in all, and per sandbox so that one cannot take every
 	 * slot from the others: constant work, on the path of every SYN */
 	if ((errno = gw_limit_hold(gw, sb, hs->n)) != 0)

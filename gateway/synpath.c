@@ -93,11 +93,12 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		nfq_flows_remove(gw->flows, &key);
 		fl = NULL;
 	}
-	/* an allowed verdict carries over to a retransmitted SYN (same
-	 * sequence number), never to a new connection on a reused 5-tuple:
-	 * that one is decided (and inspected) anew */
-	if (fl != NULL && t.proto == IPPROTO_TCP && fl->mark == GW_MARK_ALLOW &&
-	    fl->tag != t.tcp_seq)
+	/* a verdict carries over to a retransmitted SYN (same sequence
+	 * number), never to a new connection on a reused 5-tuple: that one
+	 * is decided (and inspected) anew, and has its own row — allowed or
+	 * denied (a refused client that tries again from the same port is
+	 * a new attempt) */
+	if (fl != NULL && t.proto == IPPROTO_TCP && fl->tag != t.tcp_seq)
 		fl = NULL;
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same

@@ -7,7 +7,9 @@
 # retransmission of the first; the first flight's verdict must still not
 # carry over: the second connection is decided and inspected anew, denied
 # (sni_not_allowed) with its own row, and nginx never serves b.test. Run
-# with the kernel-SYN set off (the default) and on.
+# with the kernel-SYN set off (the default) and on. Then a new SYN with
+# another sequence number while the old connection's flight is held, and
+# a refused connection tried again from the same port.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-same-isn-reuse
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -40,4 +42,51 @@ for ks in off on; do
 deny|sni_not_allowed|b.test" "--kernel-syn $ks: each connection has its row, the second denied"
 	tb_check "sluiced stops ($ks)" tb_sluiced_term
 done
+
+# a new SYN (another sequence number) on the 5-tuple of a flight still
+# held: the old connection's held packets are dropped and it gets its row
+# (hold_timeout), rather than its packets waiting in the kernel's queue
+# for ever, which 68 such rounds had filled for every sandbox
+tb_sluiced_start || tb_fail "sluiced up"
+tb_check "sandbox add (held)" tb_sandbox_add h "$TB_DIR/policy.json"
+tb_in h dig +short a.test >/dev/null
+tb_in h iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+out=$(tb_in h "$TB_PY" "$TB_LIB/resyn_held.py" "$(tb_sandbox_field h addr)" "$TB_ADDR_HTTPS" a.test - 10 20)
+tb_assert_match "$out" "rounds done: 10" "10 rounds: 20 bytes of a hello held, then a new SYN on the 5-tuple"
+sleep 1
+tb_assert_eq "$(ip netns exec "$TB_NETNS_GW" awk '{ n += $3 } END { print n + 0 }' /proc/net/netfilter/nfnetlink_queue)" 0 \
+    "no packet left waiting in the kernel's queue"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND reason = 'hold_timeout'" 10 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE id > $id0 AND verdict = 'deny' AND reason = 'hold_timeout'")" 10 \
+    "each replaced connection has its row"
+
+# a refused client that tries again from the same source port (a new
+# SYN, a new sequence number) makes a new attempt, with a row each
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+out=$(tb_in h "$TB_PY" - "$TB_ADDR_ATK" <<'EOF'
+import socket, sys, time
+res = []
+for i in range(3):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("", 40001))
+    s.settimeout(2)
+    try:
+        s.connect((sys.argv[1], 4444))
+        res.append("connected")
+    except OSError as e:
+        res.append(type(e).__name__)
+    s.close()
+    time.sleep(0.3)
+print(" ".join(res))
+EOF
+)
+tb_assert_eq "$out" "ConnectionRefusedError ConnectionRefusedError ConnectionRefusedError" \
+    "three connects from port 40001 to the attacker: each refused"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND src_port = 40001" 3 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE id > $id0 AND src_port = 40001 AND verdict = 'deny'")" 3 \
+    "a deny row for each of the three"
+tb_assert_eq "$(tb_attacker_packet_count proto=tcp dport=4444)" 0 "the attacker got no SYN"
+tb_check "sluiced stops" tb_sluiced_term
 tb_done

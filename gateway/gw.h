@@ -360,6 +360,8 @@ void gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 int gw_inspect_timeout(struct gw *gw, uint64_t now);
 void gw_inspect_expire(struct gw *gw, uint64_t now);
 void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);
+/* The same for a sandbox being deleted, after its flows' rows. */
+void gw_inspect_forget_sandbox(struct gw *gw, struct gw_sandbox *sb);
 size_t gw_inspect_count(const struct gw *gw);
 
 /*

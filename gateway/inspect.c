@@ -928,6 +928,36 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 	}
 }
 
+/*
+ * A sandbox goes: its flows under inspection get their rows first, while
+ * its name and policy are there — the SYN's decision for one that sent
+ * nothing yet, unknown_sandbox for one whose flight was cut short — and
+ * then go, their held packets dropped.
+ */
+void
+gw_inspect_forget_sandbox(struct gw *gw, struct gw_sandbox *sb)
+{
+	size_t k;
+
+	for (k = 0; gw->holds != NULL && k < gw->holds->n; k++) {
+		struct hold *h = &gw->holds->h[gw->holds->used_ix[k]];
+		struct gw_decision d;
+
+		if (h->key.ifindex != sb->ifindex || h->logged)
+			continue;
+		if (h->reasm->high == 0) {
+			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
+			continue;
+		}
+		d = h->syn;
+		d.verdict = GW_DENY;
+		d.reason = GW_R_UNKNOWN_SANDBOX;
+		d.rule = NULL;
+		(void)log_hold(gw, sb, h, &d, NULL, NULL);
+	}
+	gw_inspect_forget_ifindex(gw, sb->ifindex);
+}
+
 void
 gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
 {

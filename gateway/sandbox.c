@@ -586,7 +586,7 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	 * sandbox and is denied. */
 	unlink_sandbox(gw, sb);
 	nfq_flows_forget_ifindex(gw->flows, sb->ifindex);
-	gw_inspect_forget_ifindex(gw, sb->ifindex);
+	gw_inspect_forget_sandbox(gw, sb);
 	if (gw->bindings != NULL)
 		dns_bindings_forget(gw->bindings, sb->slot);
 	/* its interface index may come back with another sandbox */

@@ -35,4 +35,30 @@ tb_wait_rows "SELECT count(*) FROM flows WHERE reason = 'hold_timeout'" 2 >/dev/
 tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id")" \
 "443|deny|hold_timeout
 80|deny|hold_timeout" "both logged as hold_timeout"
+
+# a sandbox deleted while two of its first flights are held (one sent 20
+# bytes of a ClientHello, one nothing): each has its row, written before
+# the sandbox's name goes
+cat > "$TB_DIR/held.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+tb_check "sandbox add held" tb_sandbox_add held "$TB_DIR/held.json"
+tb_in held dig +short a.test >/dev/null
+tb_in held "$TB_PY" - "$TB_ADDR_HTTPS" > "$TB_DIR/held.out" 2>&1 <<'EOF' &
+import socket, sys, time
+a = socket.create_connection((sys.argv[1], 443), timeout=3)
+a.sendall(bytes.fromhex("16030100c8010000c40303") + b"\x00" * 9)
+b = socket.create_connection((sys.argv[1], 443), timeout=3)
+print("held", flush=True)
+time.sleep(3)
+EOF
+held=$!
+sleep 0.7
+tb_assert_eq "$(cat "$TB_DIR/held.out")" "held" "two connections to a.test:443 held"
+tb_check "sandbox del held" tb_sluice sandbox del "${P}-held"
+wait "$held" 2>/dev/null
+tb_wait_rows "SELECT count(*) FROM flows WHERE sandbox = '${P}-held' AND dst_port = 443" 2 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE sandbox = '${P}-held' AND dst_port = 443 ORDER BY verdict")" \
+"allow|allowed_domain
+deny|unknown_sandbox" "the silent one logged as its SYN was decided, the cut one denied"
 tb_done

@@ -587,6 +587,30 @@ step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 }
 
 /*
+ * The row of a flow whose first flight will never be decided, if it has
+ * none yet: the SYN's decision if it sent nothing, else a denial for
+ * reason (its held bytes are dropped, in audit mode too).
+ */
+static void
+log_cut(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    enum gw_reason reason)
+{
+	struct gw_decision d;
+
+	if (h->logged)
+		return;
+	if (h->reasm->high == 0) {
+		(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
+		return;
+	}
+	d = h->syn;
+	d.verdict = GW_DENY;
+	d.reason = reason;
+	d.rule = NULL;
+	(void)log_hold(gw, sb, h, &d, NULL, NULL);
+}
+
+/*
  * A new connection on a held flow's 5-tuple (a new SYN, another sequence
  * number): the old one's flight will never complete. Its held packets are
  * dropped (not reset: the 4-tuple is the new connection's now) and it gets
@@ -599,18 +623,7 @@ replaced(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
 	if (h->nids > 0 && verdict_held(h, h->nids, NF_DROP, false, 0) == -1)
 		log_warn("verdicts for a replaced flight");
 	h->nids = 0;
-	if (!h->logged) {
-		if (h->reasm->high > 0) {
-			struct gw_decision d = h->syn;
-
-			d.verdict = GW_DENY;
-			d.reason = GW_R_HOLD_TIMEOUT;
-			d.rule = NULL;
-			audit(sb, &d);
-			(void)log_hold(gw, sb, h, &d, NULL, NULL);
-		} else
-			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
-	}
+	log_cut(gw, sb, h, GW_R_HOLD_TIMEOUT);
 	hold_free(gw, h);
 }
 
@@ -787,10 +800,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	h->last_ms = now;
 	classify(gw, h, pkt, now);
 	if (t->tcp_flags & TH_RST) {
-		/* the client gives up: nothing more to decide */
+		/* the client gives up: nothing more to decide (what it
+		 * sent of its first flight is dropped undecided) */
 		add_id(gw, h, pkt->id);
-		if (!h->logged)
-			log_hold(gw, sb, h, &h->syn, NULL, NULL);
+		log_cut(gw, sb, h, GW_R_HOLD_TIMEOUT);
 		reject(gw, h);
 		hold_free(gw, h);
 		return;
@@ -941,19 +954,9 @@ gw_inspect_forget_sandbox(struct gw *gw, struct gw_sandbox *sb)
 
 	for (k = 0; gw->holds != NULL && k < gw->holds->n; k++) {
 		struct hold *h = &gw->holds->h[gw->holds->used_ix[k]];
-		struct gw_decision d;
 
-		if (h->key.ifindex != sb->ifindex || h->logged)
-			continue;
-		if (h->reasm->high == 0) {
-			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
-			continue;
-		}
-		d = h->syn;
-		d.verdict = GW_DENY;
-		d.reason = GW_R_UNKNOWN_SANDBOX;
-		d.rule = NULL;
-		(void)log_hold(gw, sb, h, &d, NULL, NULL);
+		if (h->key.ifindex == sb->ifindex)
+			log_cut(gw, sb, h, GW_R_UNKNOWN_SANDBOX);
 	}
 	gw_inspect_forget_ifindex(gw, sb->ifindex);
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # 33-hold-timeout: a first flight that never completes is not waited for
 # forever: after 3 s the flow is reset and logged as hold_timeout, and the
-# server never saw a byte of it.
+# server never saw a byte of it. Flights cut short (the sandbox deleted,
+# the client's RST) have their rows too.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init hold-timeout
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -61,4 +62,20 @@ tb_wait_rows "SELECT count(*) FROM flows WHERE sandbox = '${P}-held' AND dst_por
 tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE sandbox = '${P}-held' AND dst_port = 443 ORDER BY verdict")" \
 "allow|allowed_domain
 deny|unknown_sandbox" "the silent one logged as its SYN was decided, the cut one denied"
+
+# a client that sends part of its ClientHello and then aborts (RST): the
+# bytes are dropped undecided, and the row says so (it said allow)
+tb_check "sandbox add rst" tb_sandbox_add rst "$TB_DIR/held.json"
+tb_in rst dig +short a.test >/dev/null
+tb_in rst "$TB_PY" - "$TB_ADDR_HTTPS" <<'EOF'
+import socket, struct, sys, time
+a = socket.create_connection((sys.argv[1], 443), timeout=3)
+a.sendall(bytes.fromhex("16030100c8010000c40303") + b"\x00" * 9)
+time.sleep(0.3)
+a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+a.close()
+EOF
+tb_wait_rows "SELECT count(*) FROM flows WHERE sandbox = '${P}-rst' AND dst_port = 443" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE sandbox = '${P}-rst' AND dst_port = 443")" \
+    "deny|hold_timeout" "a partial ClientHello then RST: deny, hold_timeout"
 tb_done

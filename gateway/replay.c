@@ -743,8 +743,10 @@ new_flow(struct gw_replay *r, struct conn *c, const struct nfq_tuple *t)
 	key.sport = t->sport;
 	key.dport = t->dport;
 	key.proto = t->proto;
-	if (t->proto == IPPROTO_ICMP)
+	if (t->proto == IPPROTO_ICMP) {
 		key.sport = t->icmp_type;
+		key.dport = t->icmp_id;
+	}
 	if ((fl = nfq_flows_lookup(r->verdicts, &key, r->now)) != NULL) {
 		/* the same attempt again: same verdict, no new row */
 		c->mark = fl->mark;

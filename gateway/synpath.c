@@ -82,8 +82,10 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	key.sport = t.sport;
 	key.dport = t.dport;
 	key.proto = t.proto;
-	if (t.proto == IPPROTO_ICMP)
+	if (t.proto == IPPROTO_ICMP) {
 		key.sport = t.icmp_type;
+		key.dport = t.icmp_id;
+	}
 	fl = nfq_flows_lookup(gw->flows, &key, now);
 	/* a first flight's verdict is for the segments behind it: a SYN on
 	 * its 5-tuple is a new connection whatever its sequence number (the

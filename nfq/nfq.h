@@ -96,6 +96,8 @@ struct nfq_tuple {
 	uint8_t		 ttl;
 	uint8_t		 icmp_type;	/* ICMP */
 	uint8_t		 icmp_code;
+	uint16_t	 icmp_id;	/* ICMP echo request/reply: its id,
+					 * host order (0 for other types) */
 	const uint8_t	*l4_payload;	/* into the packet buffer */
 	size_t		 l4_len;
 };

@@ -66,6 +66,9 @@ parse_icmp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
 		return NFQ_PARSE_TRUNCATED;
 	t->icmp_type = l4[0];
 	t->icmp_code = l4[1];
+	/* an echo's id tells one ping from the next (conntrack keys on it) */
+	if (t->icmp_type == 8 || t->icmp_type == 0)
+		t->icmp_id = (uint16_t)(l4[4] << 8 | l4[5]);
 	t->l4_payload = l4 + ICMP_HLEN;
 	t->l4_len = l4len - ICMP_HLEN;
 	return NFQ_PARSE_OK;

@@ -19,6 +19,10 @@ echo udp-secret-4 | tb_in a nc -u -w 1 -p 40002 "$TB_ADDR_ATK" 9999 \
 out=$(tb_in a ping -c 3 -i 0.2 -W 1 "$TB_ADDR_ATK" 2>&1)
 tb_check "ping fails" [ $? != 0 ]
 tb_assert_match "$out" "3 packets transmitted, 0 received" "no echo reply"
+# another ping (another echo id, as conntrack tells them apart) is
+# another attempt, with its own row
+tb_in a ping -c 1 -W 1 "$TB_ADDR_ATK" >/dev/null 2>&1
+tb_check "the second ping fails" [ $? != 0 ]
 
 # the TCP entry still works: UDP's denial is not a broken gateway
 echo tcp-ok | tb_in a nc -w 3 "$TB_ADDR_ATK" 4444 >/dev/null
@@ -35,13 +39,14 @@ tb_assert_eq "$(tb_attacker_udp_count)" 0 "the attacker's UDP listener got nothi
 received=$(tb_attacker_received)
 tb_check "no UDP secret on the far side" [ -z "$(echo "$received" | grep udp-secret)" ]
 
-tb_wait_rows "SELECT count(*) FROM flows" 4 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows" 5 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT proto, ifnull(src_port, 'NULL'),
     ifnull(dst_port, 'NULL'), verdict, reason FROM flows
     WHERE proto != 'tcp' ORDER BY id")" \
 "udp|40001|5000|deny|proto_not_allowed
 udp|40002|9999|deny|proto_not_allowed
-icmp|NULL|NULL|deny|proto_not_allowed" "one row per UDP flow and per ping"
+icmp|NULL|NULL|deny|proto_not_allowed
+icmp|NULL|NULL|deny|proto_not_allowed" "one row per UDP flow and per ping (its echoes)"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE proto = 'tcp'
     AND verdict = 'allow'")" 1 "and one allow row for the TCP flow"
 tb_done

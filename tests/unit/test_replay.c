@@ -540,6 +540,7 @@ test_cidr_icmp_internal_and_cache(void **state)
 	static const char *const want[] = {
 		"tcp 198.51.100.7:5432 allow allowed_cidr name= sni= host=",
 		"icmp 192.0.2.10:0 deny proto_not_allowed name= sni= host=",
+		"icmp 192.0.2.10:0 deny proto_not_allowed name= sni= host=",
 		"tcp 10.213.0.6:22 deny internal_destination name= sni= host=",
 		"udp 10.213.0.6:53 deny internal_destination name= sni= host=",
 		"udp 192.0.2.10:443 deny quic name= sni= host=",
@@ -555,8 +556,8 @@ test_cidr_icmp_internal_and_cache(void **state)
 	icmp_echo(SB, "192.0.2.10", 8, 7, 1);
 	icmp_echo("192.0.2.10", SB, 0, 7, 1);
 	icmp_echo(SB, "192.0.2.10", 8, 7, 2);
-	/* another ping (another id) within 30 s: sluiced's flow table
-	 * gives it the same verdict without a row */
+	/* another ping (another id) within 30 s: another attempt, with
+	 * its own row (conntrack keys echoes on their id too) */
 	icmp_echo(SB, "192.0.2.10", 8, 8, 1);
 	tcp(SB, 50011, "10.213.0.6", 22, SYN, 1, NULL, 0);
 	udp(SB, 50012, "10.213.0.6", 53, "x", 1);	/* another sandbox */

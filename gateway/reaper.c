@@ -1,4 +1,5 @@
-/* reaper.c: deleted sandboxes' veth pairs are removed off the event loop. */
+/* reaper.c: deleted sandboxes' veth pairs and connections are removed off the event loop. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +25,16 @@
  * eventfd. What waits is deleted together (delete_batch). The thread is
  * started after the privileges are dropped, so it holds only what is left
  * (CAP_NET_ADMIN is).
+ *
+ * The slot's address goes with it, and the gateway's conntrack still
+ * holds the old sandbox's connections from that address, each with the
+ * connection mark of its verdict: mangle PREROUTING restores that mark on
+ * every packet of a matching tuple, so a new sandbox on the slot could
+ * carry on an allowed connection of the old one (same 5-tuple, sequence
+ * numbers in its window). So once the veth is gone (nothing more comes
+ * from the address) its entries are deleted too, before the slot is
+ * reported free (forget_batch); the thread, started in the gateway
+ * namespace, makes its ctnetlink sockets there.
  */
 #define REAP_MAX	1024	/* deletions waiting; beyond, done in place */
 #define REAP_GROUP	0x736c	/* the link group of veths being deleted
@@ -32,6 +43,7 @@
 struct reap_job {
 	uint32_t	ifindex;
 	unsigned	slot;
+	uint32_t	addr;		/* the sandbox's, network order */
 	char		name[GW_NAME_MAX + 1];
 };
 
@@ -48,7 +60,8 @@ struct gw_reaper {
 	size_t		 inhand;
 	struct {
 		unsigned slot;
-		bool	 ok;		/* false: its veth may be left */
+		bool	 ok;		/* false: its veth, or its
+					 * connections, may be left */
 	}		 done[REAP_MAX];	/* slots to collect */
 	size_t		 ndone;
 	bool		 stop;
@@ -113,6 +126,25 @@ delete_batch(struct gw_reaper *r, const struct reap_job *b, size_t n,
 			ok[i] = delete_one(r, &b[i]);
 }
 
+/*
+ * Deletes the conntrack entries from the addresses of the batch whose
+ * veth went: one request each, the kernel filters. A slot whose entries
+ * could not all be deleted stays out of use (ok false): fail closed.
+ */
+static void
+forget_batch(const struct reap_job *b, size_t n, bool *ok)
+{
+	char err[512];
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ok[i] && nfq_ct_flush_source(b[i].addr, err,
+		    sizeof(err)) == -1) {
+			log_warnx("sandbox %s: %s", b[i].name, err);
+			ok[i] = false;
+		}
+}
+
 static void *
 reaper_main(void *arg)
 {
@@ -135,6 +167,7 @@ reaper_main(void *arg)
 		r->inhand = n;
 		pthread_mutex_unlock(&r->lock);
 		delete_batch(r, r->batch, n, r->ok);
+		forget_batch(r->batch, n, r->ok);
 		pthread_mutex_lock(&r->lock);
 		for (i = 0; i < n; i++) {
 			if (r->ok[i])
@@ -207,6 +240,8 @@ gw_reaper_submit(struct gw *gw, uint32_t ifindex, unsigned slot,
 	j = &r->q[(r->head + r->count) % REAP_MAX];
 	j->ifindex = ifindex;
 	j->slot = slot;
+	/* the sandbox's address on the slot, as slot_addrs (sandbox.c) */
+	j->addr = htonl(ntohl(gw->pool_net) + slot * 4 + 2);
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	r->count++;
 	gw->slot_busy[slot] = true;
@@ -234,13 +269,15 @@ gw_reaper_collect(struct gw *gw)
 	pthread_mutex_lock(&r->lock);
 	for (i = 0; i < r->ndone; i++) {
 		/* a veth that could not be deleted keeps its slot out of use:
-		 * a new sandbox there would clash with its name */
+		 * a new sandbox there would clash with its name; so do
+		 * connections that could not be forgotten: it would inherit
+		 * them */
 		if (r->done[i].ok)
 			gw->slot_busy[r->done[i].slot] = false;
 		else
-			log_warnx("slot %u stays out of use: its veth sg%u "
-			    "could not be deleted", r->done[i].slot,
-			    r->done[i].slot);
+			log_warnx("slot %u stays out of use: its veth sg%u, or "
+			    "its connections, could not be deleted",
+			    r->done[i].slot, r->done[i].slot);
 	}
 	r->ndone = 0;
 	pthread_mutex_unlock(&r->lock);

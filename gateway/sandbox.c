@@ -260,6 +260,31 @@ ifindex_in_gateway(struct gw *gw, const char *ifname)
 	return idx;
 }
 
+/*
+ * Deletes the gateway's conntrack entries from addr, or with addr NULL
+ * from the sources match picks: a slot's address must come to a new
+ * sandbox without the old one's connections and their verdict marks
+ * (reaper.c, which does it off the event loop). In place, the caller
+ * waits for a reading of the table. -1 with err: some may be left.
+ */
+static int
+forget_connections(struct gw *gw, const uint32_t *addr, nfq_ct_match_cb match,
+    void *arg, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!have_gateway(gw))
+		return 0;
+	/* ctnetlink answers for the namespace its socket is made in */
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", gw->cfg.netns);
+	rc = addr != NULL ? nfq_ct_flush_source(*addr, err, errlen) :
+	    nfq_ct_flush_match(match, arg, err, errlen);
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	return rc;
+}
+
 /* Prefixes err with where it happened. */
 static void
 err_in(char *err, size_t errlen, const char *where)
@@ -575,6 +600,8 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 {
 	struct gw_sandbox *sb = gw_sandbox_by_name(gw, name);
 	struct timespec t0;
+	char cerr[512];
+	bool queued;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (sb == NULL) {
@@ -593,8 +620,16 @@ gw_sandbox_del(struct gw *gw, const char *name, char *err, size_t errlen)
 	gw_fastsyn_forget(gw);
 	/* the veth goes in the background (reaper.c): deleting it takes
 	 * the kernel tens of milliseconds, every verdict would wait */
-	unplumb(gw, sb->name, gw_reaper_submit(gw, sb->ifindex, sb->slot,
-	    sb->name) == 0 ? NULL : sb->ifname);
+	queued = gw_reaper_submit(gw, sb->ifindex, sb->slot, sb->name) == 0;
+	unplumb(gw, sb->name, queued ? NULL : sb->ifname);
+	/* deleted here, its slot is free at once: its connections go now
+	 * (a teardown removes the whole gateway next) */
+	if (!queued && !gw->cfg.teardown && forget_connections(gw, &sb->addr,
+	    NULL, NULL, cerr, sizeof(cerr)) == -1) {
+		log_warnx("sandbox %s: %s: slot %u stays out of use", sb->name,
+		    cerr, sb->slot);
+		gw->slot_busy[sb->slot] = true;
+	}
 	state_remove(gw, sb->name);
 	log_sandbox(gw, sb, "del");
 	log_debug("sandbox %s: deleted in %lld us (%zu sandboxes)", sb->name,
@@ -746,6 +781,40 @@ cleanup:
 	free(l.ifname);
 }
 
+/* An address of the pool on a slot that no sandbox holds. */
+static bool
+orphan_source(void *arg, uint32_t saddr)
+{
+	const struct gw *gw = arg;
+	uint32_t slot;
+
+	if ((saddr & gw->pool_mask) != gw->pool_net)
+		return false;
+	slot = (ntohl(saddr) - ntohl(gw->pool_net)) / 4;
+	return slot < gw->pool_slots && gw->slots[slot] == NULL;
+}
+
+/*
+ * The gateway namespace outlives sluiced, and with it the connections of
+ * sandboxes deleted when their entries could not be: sluiced was killed
+ * before the reaper got to them, or ran a version that left them. No
+ * free slot may keep any.
+ */
+static void
+sweep_orphan_connections(struct gw *gw)
+{
+	char err[512];
+	int n;
+
+	if ((n = forget_connections(gw, NULL, orphan_source, gw, err,
+	    sizeof(err))) == -1)
+		log_warnx("gateway %s: connections of deleted sandboxes may "
+		    "be left: %s", gw->cfg.netns, err);
+	else if (n > 0)
+		log_info("gateway %s: deleted %d connection%s left by deleted "
+		    "sandboxes", gw->cfg.netns, n, n == 1 ? "" : "s");
+}
+
 /* Re-adopts the sandboxes kept in state-dir after a restart, rebuilding
  * whatever part of their plumbing is gone; then removes sandbox veths
  * that belong to none of them. */
@@ -824,8 +893,10 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		json_decref(o);
 	}
 	closedir(d);
-	if (!gw->cfg.teardown)
+	if (!gw->cfg.teardown) {
 		sweep_leftovers(gw);
+		sweep_orphan_connections(gw);
+	}
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* ct.c: conntrack over ctnetlink (libmnl): a connection's end and its counters
- * (destroy events), and one connection's counters on request. */
+ * (destroy events), one connection's counters on request, and a source's
+ * connections deleted. */
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
@@ -609,4 +610,463 @@ nfq_ct_close(struct nfq_ct *ct)
 	if (ct->q != NULL)
 		mnl_socket_close(ct->q);
 	free(ct);
+}
+
+/* ---- forgetting a source's connections -------------------------------- */
+
+/*
+ * CTA_FILTER's flags (nf_conntrack_netlink.c, Linux 5.8 on); older uapi
+ * headers name the attribute but not its flags.
+ */
+#ifndef CTA_FILTER_FLAG_CTA_IP_SRC
+#define CTA_FILTER_FLAG_CTA_IP_SRC	(1U << 0)
+#endif
+
+#define CT_DELETE_TYPE	CT_DESTROY_TYPE	/* a request, here */
+
+/* A dump's datagrams: the kernel fills what the reader offers, up to 32 KiB
+ * (libmnl's MNL_SOCKET_DUMP_SIZE); smaller would truncate. */
+#define CT_DUMP_BUF	32768
+
+/* How long one dump or one batch of deletes may take to be answered. */
+#define CT_FLUSH_TIMEOUT_MS	2000
+
+/* An original tuple as the dump gave it: IP, ports or ICMP id/type/code,
+ * maybe a zone. Some 60 bytes for TCP; one longer is not the kernel's. */
+#define CT_TUPLE_BYTES	256
+
+/* Delete requests in one datagram: each is about 100 bytes. */
+#define CT_DELETE_BATCH	64
+
+/*
+ * Dump, delete, and dump again if the dump may have skipped some: the
+ * kernel fills a datagram, stops at an entry that does not fit and
+ * resumes from it in the next one, and some kernels lose their place when
+ * that entry died meanwhile. Each dump walks the whole hash table (shared
+ * by all namespaces: 262144 buckets here, some 10 ms in the kernel, and
+ * other sandboxes' connects measurably slower meanwhile), so it is not
+ * repeated without cause: entries that all
+ * came in one datagram shorter than CT_DGRAM_WHOLE were sent in one go
+ * (the kernel's smallest dump datagram is about a page, an entry well
+ * under 1 KiB). Passes end when one finds nothing, or was not cut;
+ * CT_FLUSH_PASSES bounds them.
+ */
+#define CT_FLUSH_PASSES	4
+#define CT_DGRAM_WHOLE	2048
+
+static const enum mnl_attr_data_type ct_flush_types[CTA_MAX + 1] = {
+	[CTA_TUPLE_ORIG]	= MNL_TYPE_NESTED,
+	[CTA_ZONE]		= MNL_TYPE_U16,
+	[CTA_ID]		= MNL_TYPE_U32,
+};
+
+/* One connection to delete, named as the dump named it. */
+struct ct_doomed {
+	alignas(struct nlattr) unsigned char tuple[CT_TUPLE_BYTES];
+	uint16_t	tuple_len;	/* CTA_TUPLE_ORIG's payload */
+	bool		has_zone, has_id;
+	uint16_t	zone;		/* as sent: network order */
+	uint32_t	id;
+};
+
+struct ct_flush {
+	struct mnl_socket	*nl;
+	uint32_t		 seq;
+	nfq_ct_match_cb		 match;
+	void			*match_arg;
+	struct ct_doomed	*doomed;
+	size_t			 n, cap;
+	bool			 damaged;	/* an entry that did not parse */
+	bool			 nomem;
+	bool			 cut;		/* the dump may have resumed */
+	size_t			 seen;		/* entries in this datagram */
+	alignas(struct nlmsghdr) char buf[CT_DUMP_BUF];
+};
+
+static void
+flush_err(char *err, size_t errlen, const char *what, int e)
+{
+	if (err == NULL || errlen == 0)
+		return;
+	snprintf(err, errlen, "conntrack flush: %s: %s", what, strerror(e));
+}
+
+/* One entry of the dump: kept for deletion if its original source matches. */
+static int
+flush_dump_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct ct_flush *f = data;
+	const struct nfgenmsg *nfg;
+	const struct nlattr *cta[CTA_MAX + 1];
+	const struct nlattr *tuple[CTA_TUPLE_MAX + 1];
+	const struct nlattr *ip[CTA_IP_MAX + 1];
+	struct ct_doomed *d;
+	size_t len;
+
+	if (nlh->nlmsg_type != CT_NEW_TYPE ||
+	    mnl_nlmsg_get_payload_len(nlh) < MNL_ALIGN(sizeof(*nfg)))
+		return MNL_CB_OK;
+	f->seen++;
+	nfg = mnl_nlmsg_get_payload(nlh);
+	if (nfg->nfgen_family != AF_INET)
+		return MNL_CB_OK;
+	if (!ct_attrs(mnl_nlmsg_get_payload_offset(nlh, sizeof(*nfg)),
+	    mnl_nlmsg_get_payload_len(nlh) - MNL_ALIGN(sizeof(*nfg)),
+	    ct_flush_types, CTA_MAX, cta) ||
+	    !ct_nest(cta[CTA_TUPLE_ORIG], ct_tuple_types, CTA_TUPLE_MAX, tuple) ||
+	    !ct_nest(tuple[CTA_TUPLE_IP], ct_ip_types, CTA_IP_MAX, ip) ||
+	    ip[CTA_IP_V4_SRC] == NULL) {
+		f->damaged = true;
+		return MNL_CB_OK;
+	}
+	/* checked here even when the kernel filtered: one without CTA_FILTER
+	 * ignores it and sends everything */
+	if (!f->match(f->match_arg, mnl_attr_get_u32(ip[CTA_IP_V4_SRC])))
+		return MNL_CB_OK;
+	len = mnl_attr_get_payload_len(cta[CTA_TUPLE_ORIG]);
+	if (len > CT_TUPLE_BYTES) {
+		f->damaged = true;
+		return MNL_CB_OK;
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		struct ct_doomed *v = reallocarray(f->doomed, cap, sizeof(*v));
+
+		if (v == NULL) {
+			f->nomem = true;
+			return MNL_CB_OK;
+		}
+		f->doomed = v;
+		f->cap = cap;
+	}
+	d = &f->doomed[f->n++];
+	memcpy(d->tuple, mnl_attr_get_payload(cta[CTA_TUPLE_ORIG]), len);
+	d->tuple_len = (uint16_t)len;
+	d->has_zone = cta[CTA_ZONE] != NULL;
+	d->zone = d->has_zone ? mnl_attr_get_u16(cta[CTA_ZONE]) : 0;
+	d->has_id = cta[CTA_ID] != NULL;
+	d->id = d->has_id ? mnl_attr_get_u32(cta[CTA_ID]) : 0;
+	return MNL_CB_OK;
+}
+
+/*
+ * Dumps the IPv4 table into f->doomed. With filter, the kernel sends only
+ * the entries whose original source is *filter. -1 with errno.
+ */
+static int
+flush_dump(struct ct_flush *f, const uint32_t *filter)
+{
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfg;
+	struct nlattr *nest, *ipn;
+	uint32_t seq = ++f->seq, portid = mnl_socket_get_portid(f->nl);
+	size_t with_entries = 0;
+	ssize_t n;
+	int rc;
+
+	f->n = 0;
+	f->damaged = f->nomem = f->cut = false;
+	nlh = mnl_nlmsg_put_header(f->buf);
+	nlh->nlmsg_type = CT_GET_TYPE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_INET;	/* CTA_FILTER needs a family */
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = 0;
+	if (filter != NULL) {
+		nest = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+		ipn = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+		mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, *filter);
+		mnl_attr_nest_end(nlh, ipn);
+		mnl_attr_nest_end(nlh, nest);
+		nest = mnl_attr_nest_start(nlh, CTA_FILTER);
+		mnl_attr_put_u32(nlh, CTA_FILTER_ORIG_FLAGS,
+		    CTA_FILTER_FLAG_CTA_IP_SRC);
+		mnl_attr_nest_end(nlh, nest);
+	}
+	if (mnl_socket_sendto(f->nl, nlh, nlh->nlmsg_len) == -1)
+		return -1;
+	do {
+		n = mnl_socket_recvfrom(f->nl, f->buf, sizeof(f->buf));
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+		f->seen = 0;
+		rc = mnl_cb_run(f->buf, (size_t)n, seq, portid, flush_dump_cb,
+		    f);
+		if (f->seen > 0 && (++with_entries > 1 || n >= CT_DGRAM_WHOLE))
+			f->cut = true;
+	} while (rc == MNL_CB_OK);
+	if (rc == MNL_CB_ERROR)
+		return -1;
+	if (f->nomem) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Deletes doomed[0 .. n) (n <= CT_DELETE_BATCH) in one datagram, one
+ * acknowledged request each. Adds those deleted to *deleted; ENOENT (gone
+ * meanwhile, or a new connection with the same tuple: CTA_ID tells them
+ * apart) is no failure. -1 with errno: the first other error.
+ */
+static int
+flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
+    int *deleted)
+{
+	alignas(struct nlmsghdr) char req[CT_DELETE_BATCH * 512];
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfg;
+	uint32_t first = f->seq + 1;
+	size_t i, len = 0, answered = 0;
+	int failed = 0;
+	ssize_t r;
+
+	for (i = 0; i < n; i++) {
+		nlh = mnl_nlmsg_put_header(req + len);
+		nlh->nlmsg_type = CT_DELETE_TYPE;
+		nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+		nlh->nlmsg_seq = ++f->seq;
+		nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+		nfg->nfgen_family = AF_INET;
+		nfg->version = NFNETLINK_V0;
+		nfg->res_id = 0;
+		mnl_attr_put(nlh, CTA_TUPLE_ORIG | NLA_F_NESTED,
+		    doomed[i].tuple_len, doomed[i].tuple);
+		if (doomed[i].has_zone)
+			mnl_attr_put_u16(nlh, CTA_ZONE, doomed[i].zone);
+		if (doomed[i].has_id)
+			mnl_attr_put_u32(nlh, CTA_ID, doomed[i].id);
+		len += nlh->nlmsg_len;
+	}
+	if (mnl_socket_sendto(f->nl, req, len) == -1)
+		return -1;
+	while (answered < n) {
+		const struct nlmsghdr *a;
+		int left;
+
+		if ((r = mnl_socket_recvfrom(f->nl, f->buf, sizeof(f->buf))) ==
+		    -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+		left = (int)r;
+		for (a = (const struct nlmsghdr *)(void *)f->buf;
+		    mnl_nlmsg_ok(a, left); a = mnl_nlmsg_next(a, &left)) {
+			const struct nlmsgerr *e;
+
+			/* an answer to an earlier request that timed out */
+			if (a->nlmsg_type != NLMSG_ERROR ||
+			    a->nlmsg_seq - first >= n ||
+			    mnl_nlmsg_get_payload_len(a) < sizeof(*e))
+				continue;
+			e = mnl_nlmsg_get_payload(a);
+			answered++;
+			if (e->error == 0)
+				(*deleted)++;
+			else if (e->error != -ENOENT && failed == 0)
+				failed = -e->error;
+		}
+	}
+	if (failed != 0) {
+		errno = failed;
+		return -1;
+	}
+	return 0;
+}
+
+/* A blocking ctnetlink socket, with a bound on each wait. */
+static struct mnl_socket *
+flush_socket(char *err, size_t errlen)
+{
+	struct timeval tv = { .tv_sec = CT_FLUSH_TIMEOUT_MS / 1000,
+	    .tv_usec = CT_FLUSH_TIMEOUT_MS % 1000 * 1000 };
+	struct mnl_socket *nl;
+	int one = 1;
+
+	if ((nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) == NULL) {
+		flush_err(err, errlen, "netlink socket", errno);
+		return NULL;
+	}
+	/* failed acknowledgements without the request copied back */
+	(void)mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	if (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+	    sizeof(tv)) == -1 ||
+	    mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) == -1) {
+		flush_err(err, errlen, "netlink socket", errno);
+		mnl_socket_close(nl);
+		return NULL;
+	}
+	return nl;
+}
+
+/*
+ * Dumps and deletes, on nl (closed here); filter as for flush_dump.
+ * Returns the number deleted or -1.
+ */
+static int
+ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
+    void *arg, char *err, size_t errlen)
+{
+	struct ct_flush *f;
+	int deleted = 0, rc = -1, pass;
+	size_t i, k;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		flush_err(err, errlen, "calloc", errno);
+		mnl_socket_close(nl);
+		return -1;
+	}
+	f->nl = nl;
+	f->match = match;
+	f->match_arg = arg;
+	for (pass = 0;; pass++) {
+		if (flush_dump(f, filter) == -1) {
+			/* a kernel that knows CTA_FILTER but not this use of
+			 * it: every entry comes, and is matched here */
+			if (filter != NULL && (errno == EINVAL ||
+			    errno == EOPNOTSUPP)) {
+				filter = NULL;
+				pass--;
+				continue;
+			}
+			flush_err(err, errlen, "listing connections", errno);
+			goto cleanup;
+		}
+		if (f->damaged) {
+			flush_err(err, errlen, "listing connections", EPROTO);
+			goto cleanup;
+		}
+		if (f->n == 0) {
+			rc = deleted;
+			goto cleanup;
+		}
+		/* still some after every pass: they are made as fast as
+		 * they are deleted */
+		if (pass == CT_FLUSH_PASSES) {
+			flush_err(err, errlen, "connections keep coming",
+			    EAGAIN);
+			goto cleanup;
+		}
+		for (i = 0; i < f->n; i += k) {
+			k = f->n - i < CT_DELETE_BATCH ? f->n - i :
+			    CT_DELETE_BATCH;
+			if (flush_delete(f, f->doomed + i, k, &deleted) == -1) {
+				flush_err(err, errlen, "deleting a connection",
+				    errno);
+				goto cleanup;
+			}
+		}
+		if (!f->cut) {
+			rc = deleted;
+			goto cleanup;
+		}
+	}
+cleanup:
+	mnl_socket_close(f->nl);
+	free(f->doomed);
+	free(f);
+	return rc;
+}
+
+/*
+ * One request: the kernel deletes every entry whose original source is
+ * saddr (a flush with CTA_FILTER), walking its table without holding off
+ * softirqs for more than a bucket, and skipping the walk in a namespace
+ * without entries. 0, or -1 with errno: EINVAL or EOPNOTSUPP from a kernel
+ * without that filter on a flush (it reads the address as an incomplete
+ * tuple to delete, never as a flush of everything).
+ */
+static int
+flush_by_filter(struct mnl_socket *nl, uint32_t saddr)
+{
+	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfg;
+	struct nlattr *nest, *ipn;
+	uint32_t seq = 1, portid = mnl_socket_get_portid(nl);
+	ssize_t n;
+
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = CT_DELETE_TYPE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_INET;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = 0;
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+	ipn = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);
+	mnl_attr_nest_end(nlh, ipn);
+	mnl_attr_nest_end(nlh, nest);
+	nest = mnl_attr_nest_start(nlh, CTA_FILTER);
+	mnl_attr_put_u32(nlh, CTA_FILTER_ORIG_FLAGS, CTA_FILTER_FLAG_CTA_IP_SRC);
+	mnl_attr_nest_end(nlh, nest);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) == -1)
+		return -1;
+	for (;;) {
+		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+		switch (mnl_cb_run(buf, (size_t)n, seq, portid, NULL, NULL)) {
+		case MNL_CB_ERROR:
+			return -1;
+		case MNL_CB_STOP:
+			return 0;
+		default:
+			break;	/* not the acknowledgement yet */
+		}
+	}
+}
+
+static bool
+same_source(void *arg, uint32_t saddr)
+{
+	return saddr == *(const uint32_t *)arg;
+}
+
+int
+nfq_ct_flush_source(uint32_t saddr, char *err, size_t errlen)
+{
+	struct mnl_socket *nl;
+
+	if ((nl = flush_socket(err, errlen)) == NULL)
+		return -1;
+	if (flush_by_filter(nl, saddr) == 0) {
+		mnl_socket_close(nl);
+		return 0;
+	}
+	if (errno != EINVAL && errno != EOPNOTSUPP) {
+		flush_err(err, errlen, "deleting connections", errno);
+		mnl_socket_close(nl);
+		return -1;
+	}
+	return ct_flush(nl, &saddr, same_source, &saddr, err, errlen) == -1 ?
+	    -1 : 0;
+}
+
+int
+nfq_ct_flush_match(nfq_ct_match_cb match, void *arg, char *err,
+    size_t errlen)
+{
+	struct mnl_socket *nl;
+
+	if ((nl = flush_socket(err, errlen)) == NULL)
+		return -1;
+	return ct_flush(nl, NULL, match, arg, err, errlen);
 }

@@ -469,6 +469,34 @@ int nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr,
 
 void nfq_ct_close(struct nfq_ct *ct);	/* NULL-safe */
 
+/*
+ * Deletes every IPv4 conntrack entry, of any protocol and zone, whose
+ * original source is saddr (network order), in the caller's network
+ * namespace: the socket is made here and closed before returning; the
+ * call blocks until the kernel is done. One request where the kernel can
+ * filter a flush (CTA_FILTER on IPCTNL_MSG_CT_DELETE; 6.18 can): cheap,
+ * and nothing to do in a namespace without entries. Elsewhere the table
+ * is dumped and each entry deleted by its tuple, a walk of the kernel's
+ * whole hash table each time (some 10 ms with 262144 buckets). Needs
+ * CAP_NET_ADMIN. 0, or -1 with a message in err: some may be left.
+ * Thread-safe: it shares nothing with struct nfq_ct.
+ */
+int nfq_ct_flush_source(uint32_t saddr, char *err, size_t errlen);
+
+/* true: the entry whose original source is saddr (network order) goes. */
+typedef bool (*nfq_ct_match_cb)(void *arg, uint32_t saddr);
+
+/*
+ * Deletes the IPv4 entries whose original source match picks: the whole
+ * table is dumped (match sees every IPv4 entry), the picked ones deleted
+ * by tuple (one gone meanwhile is no error), and the table read again
+ * when the dump came in pieces and may have skipped one. For many
+ * sources at once, e.g. at start-up. Returns the number deleted, or -1
+ * with a message in err. Same namespace and threading as above.
+ */
+int nfq_ct_flush_match(nfq_ct_match_cb match, void *arg, char *err,
+    size_t errlen);
+
 /* ---- SYNs accepted in the kernel (fastsyn.c) ------------------------------ */
 
 /*

@@ -1,4 +1,4 @@
-/* test_ct.c: conntrack destroy events: the parser on hand-built messages, the reader against the kernel. */
+/* test_ct.c: conntrack: the event parser on hand-built messages; the reader, the query and the flush against the kernel. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -719,9 +719,24 @@ struct tcp_pair {
 	uint16_t	 cport, sport;
 };
 
-/* A TCP connection over loopback: client cfd, accepted sfd. */
+/* A socket bound to src (network order; lo answers all of 127/8), port 0. */
+static int
+bound_socket(int type, int proto, uint32_t src)
+{
+	struct sockaddr_in sin = loopback(0);
+	int fd;
+
+	sin.sin_addr.s_addr = src;
+	fd = socket(AF_INET, type | SOCK_CLOEXEC, proto);
+	assert_true(fd != -1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+/* A TCP connection over loopback from src to 127.0.0.1: client cfd,
+ * accepted sfd. */
 static void
-tcp_connect(struct tcp_pair *p)
+tcp_connect_from(struct tcp_pair *p, uint32_t src)
 {
 	struct sockaddr_in sin = loopback(0);
 	socklen_t len = sizeof(sin);
@@ -732,13 +747,18 @@ tcp_connect(struct tcp_pair *p)
 	assert_int_equal(listen(p->lfd, 4), 0);
 	p->sport = local_port(p->lfd);
 	sin = loopback(p->sport);
-	p->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(p->cfd != -1);
+	p->cfd = bound_socket(SOCK_STREAM, 0, src);
 	assert_int_equal(connect(p->cfd, (struct sockaddr *)&sin, sizeof(sin)),
 	    0);
 	p->cport = local_port(p->cfd);
 	p->sfd = accept(p->lfd, (struct sockaddr *)&sin, &len);
 	assert_true(p->sfd != -1);
+}
+
+static void
+tcp_connect(struct tcp_pair *p)
+{
+	tcp_connect_from(p, htonl(INADDR_LOOPBACK));
 }
 
 static void
@@ -1177,6 +1197,157 @@ test_get(void **state)
 	close(p.lfd);
 }
 
+/* One datagram from src to 127.0.0.1:port; returns the socket (its
+ * source port names the entry). */
+static int
+udp_from(uint32_t src, uint16_t port)
+{
+	struct sockaddr_in sin = loopback(port);
+	int fd = bound_socket(SOCK_DGRAM, 0, src);
+
+	assert_int_equal(sendto(fd, "x", 1, 0, (struct sockaddr *)&sin,
+	    sizeof(sin)), 1);
+	return fd;
+}
+
+/* nfq_ct_flush_match's picker: entries from addr (0: none); counts them all. */
+struct pick {
+	uint32_t	addr;
+	int		seen;
+};
+
+static bool
+pick_source(void *arg, uint32_t saddr)
+{
+	struct pick *p = arg;
+
+	p->seen++;
+	return saddr == p->addr;
+}
+
+#define FLUSH_MANY	150	/* more than a dump datagram holds, and
+				 * than one batch of deletes (64) */
+
+/*
+ * nfq_ct_flush_source: the connections from 127.0.0.2 go, of every kind
+ * (TCP, UDP with the connection mark, an echo request, FLUSH_MANY UDP
+ * flows), those from 127.0.0.1 to the same places stay: a reading of
+ * the whole table finds exactly those two. Then nfq_ct_flush_match, the
+ * dump and the deletes by tuple: 127.0.0.2's new entries, then
+ * 127.0.0.1's, each exactly.
+ */
+static void
+test_flush_source(void **state)
+{
+	struct nfq_ct *ct;
+	struct nfq_ct_end e;
+	struct tcp_pair a, b;
+	struct sockaddr_in sin = loopback(UDP_PORT);
+	uint32_t lo = htonl(INADDR_LOOPBACK), lo2 = htonl(INADDR_LOOPBACK + 1);
+	struct pick none = { 0, 0 }, pick2 = { lo2, 0 }, pick1 = { lo, 0 };
+	uint8_t echo[8] = { 8, 0, 0, 0, 0, 0, 0, 1 };
+	char buf[64], err[256];
+	int srv, srv2, ua, ub, icmp, many[FLUSH_MANY], i;
+	uint16_t pa, pb;
+
+	NEED_ENV(state);
+	ct = *state;
+	tcp_connect_from(&a, lo);
+	tcp_connect_from(&b, lo2);
+	srv = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(srv != -1);
+	assert_int_equal(bind(srv, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	sin = loopback(UDP_PORT + 1);
+	srv2 = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(srv2 != -1);
+	assert_int_equal(bind(srv2, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ua = udp_from(lo, UDP_PORT);
+	ub = udp_from(lo2, UDP_PORT);
+	pa = local_port(ua);
+	pb = local_port(ub);
+	for (i = 0; i < FLUSH_MANY; i++)
+		many[i] = udp_from(lo2, UDP_PORT + 1);
+	sin = loopback(0);
+	icmp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP);
+	if (icmp != -1) {
+		sin.sin_addr.s_addr = lo2;
+		assert_int_equal(bind(icmp, (struct sockaddr *)&sin,
+		    sizeof(sin)), 0);
+		sin = loopback(0);
+		assert_int_equal(sendto(icmp, echo, sizeof(echo), 0,
+		    (struct sockaddr *)&sin, sizeof(sin)), sizeof(echo));
+		assert_int_equal(recv(icmp, buf, sizeof(buf), 0),
+		    sizeof(echo));
+	} else
+		print_message("no ping socket (%s): no ICMP entry\n",
+		    strerror(errno));
+
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo2, b.cport, lo, b.sport,
+	    &e), 1);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo2, pb, lo, UDP_PORT,
+	    &e), 1);
+	assert_int_equal(e.mark, MARK);
+	/* a picker that takes none reads the whole table */
+	assert_int_equal(nfq_ct_flush_match(pick_source, &none, err,
+	    sizeof(err)), 0);
+	assert_int_equal(none.seen, 4 + FLUSH_MANY + (icmp != -1));
+
+	err[0] = '\0';
+	assert_int_equal(nfq_ct_flush_source(lo2, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo2, b.cport, lo, b.sport,
+	    &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo2, pb, lo, UDP_PORT,
+	    &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo2, local_port(many[0]),
+	    lo, UDP_PORT + 1, &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, a.cport, lo, a.sport,
+	    &e), 1);
+	assert_int_equal(e.tcp_state, TCP_CONNTRACK_ESTABLISHED);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo, pa, lo, UDP_PORT, &e),
+	    1);
+	assert_int_equal(e.mark, MARK);
+	none.seen = 0;
+	assert_int_equal(nfq_ct_flush_match(pick_source, &none, err,
+	    sizeof(err)), 0);
+	assert_int_equal(none.seen, 2);
+	/* nothing left to do is no error */
+	assert_int_equal(nfq_ct_flush_source(lo2, err, sizeof(err)), 0);
+
+	/* the dump and the deletes by tuple, in pieces and in batches */
+	for (i = 0; i < FLUSH_MANY; i++) {
+		close(many[i]);
+		many[i] = udp_from(lo2, UDP_PORT + 1);
+	}
+	assert_int_equal(nfq_ct_flush_match(pick_source, &pick2, err,
+	    sizeof(err)), FLUSH_MANY);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo2, local_port(many[0]),
+	    lo, UDP_PORT + 1, &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, a.cport, lo, a.sport,
+	    &e), 1);
+	assert_int_equal(nfq_ct_flush_match(pick_source, &pick1, err,
+	    sizeof(err)), 2);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, a.cport, lo, a.sport,
+	    &e), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_UDP, lo, pa, lo, UDP_PORT, &e),
+	    0);
+
+	for (i = 0; i < FLUSH_MANY; i++)
+		close(many[i]);
+	if (icmp != -1)
+		close(icmp);
+	close(ua);
+	close(ub);
+	close(srv);
+	close(srv2);
+	close(a.cfd);
+	close(a.sfd);
+	close(a.lfd);
+	close(b.cfd);
+	close(b.sfd);
+	close(b.lfd);
+}
+
 static void
 test_close_null(void **state)
 {
@@ -1205,6 +1376,7 @@ main(void)
 		T(test_overrun_counted),
 		T(test_forged_sender),
 		T(test_get),
+		T(test_flush_source),
 #undef T
 	};
 

@@ -52,7 +52,7 @@ tb_check "sandbox add (held)" tb_sandbox_add h "$TB_DIR/policy.json"
 tb_in h dig +short a.test >/dev/null
 tb_in h iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
-out=$(tb_in h "$TB_PY" "$TB_LIB/resyn_held.py" "$(tb_sandbox_field h addr)" "$TB_ADDR_HTTPS" a.test - 10 20)
+out=$(tb_in h "$TB_PY" "$TB_LIB/reuse_isn.py" "$(tb_sandbox_field h addr)" "$TB_ADDR_HTTPS" a.test - held 10 20)
 tb_assert_match "$out" "rounds done: 10" "10 rounds: 20 bytes of a hello held, then a new SYN on the 5-tuple"
 sleep 1
 tb_assert_eq "$(ip netns exec "$TB_NETNS_GW" awk '{ n += $3 } END { print n + 0 }' /proc/net/netfilter/nfnetlink_queue)" 0 \

@@ -5,10 +5,9 @@
 # to an attacker whose TCP ports the policy allows: none gets an answer,
 # the attacker records no ICMP packet and no fragment; the echoes and the
 # timestamp request are proto_not_allowed rows; the error, related to no
-# connection, is dropped as INVALID before it is queued. Today the flow
-# table keys ICMP by type and addresses, not by the echo identifier, so
-# the second ping run (within 30 s of the first) gets the first's verdict
-# and no row of its own.
+# connection, is dropped as INVALID before it is queued. The flow table
+# keys an echo by its identifier too (as conntrack does), so the second
+# ping run, within 30 s of the first, has a row of its own.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-icmp-payload
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -65,10 +64,11 @@ tb_assert_eq "$(tb_upstream_queries)" 0 "the upstream DNS server heard nothing"
 # TCP to the same address works: the denial is ICMP's, not a dead gateway
 tb_assert_eq "$(echo tcp-ok | tb_in a nc -w 3 "$TB_ADDR_ATK" 4444)" "attacker" "TCP to the allowed range passes"
 
-tb_wait_rows "SELECT count(*) FROM flows WHERE proto = 'icmp'" 2 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows WHERE proto = 'icmp'" 3 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT proto, dst_ip, ifnull(dst_port, 'NULL'), verdict, reason FROM flows
     WHERE proto != 'tcp' ORDER BY id")" \
 "icmp|$TB_ADDR_ATK|NULL|deny|proto_not_allowed
+icmp|$TB_ADDR_ATK|NULL|deny|proto_not_allowed
 icmp|$TB_ADDR_ATK|NULL|deny|proto_not_allowed" \
-    "a row for the echoes and one for the timestamp request; none for the error"
+    "a row for each ping run's echoes and one for the timestamp request; none for the error"
 tb_done

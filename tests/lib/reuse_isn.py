@@ -5,6 +5,10 @@
 # then aborts (RST); GAP seconds later the second presents SNI2 and asks
 # for /second. Prints what each got back (the end of the response, or
 # <reset>, or "no SYN-ACK").
+# reuse_isn.py SRC DST SNI1 - held N SEGS: N rounds instead, each on its
+# own source port: SYN, handshake, SEGS one-byte segments of a ClientHello
+# for SNI1 (held by the gateway), then a second SYN with another sequence
+# number on the same 5-tuple. Prints the rounds done.
 import random, socket, ssl, struct, sys, time, select
 src, dst, sni1, sni2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 dport = 443
@@ -88,7 +92,33 @@ def session(isn, sni, path):
     send(tcp(snd, rcv, 0x14))
     return body.decode("latin-1").replace("\r", "")[-80:]
 
-isn = random.randint(0, 2**31)
-print("conn1:", repr(session(isn, sni1, "/first")))
-time.sleep(float(sys.argv[5]))
-print("conn2:", repr(session(isn, sni2, "/second")))
+if len(sys.argv) > 5 and sys.argv[5] == "held":
+    # N rounds, each on its own source port: SYN, handshake, SEGS one-byte
+    # segments of a ClientHello (held), then a second SYN on the same 5-tuple.
+    import random as R
+    n, segs = int(sys.argv[6]), int(sys.argv[7])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); ctx.check_hostname=False; ctx.verify_mode=ssl.CERT_NONE
+    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO(); so = ctx.wrap_bio(bi, bo, server_hostname=sni1)
+    try: so.do_handshake()
+    except ssl.SSLWantReadError: pass
+    hello = bo.read(); print("hello len", len(hello))
+    ok = 0
+    for k in range(n):
+        sport = R.randint(20000, 60000)
+        isn = R.randint(0, 2**31)
+        send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
+        sa = recv(1)
+        if sa is None or sa[2] & 0x12 != 0x12:
+            continue
+        snd, rcv = isn + 1, sa[0] + 1
+        send(tcp(snd, rcv, 0x10))
+        for j in range(segs):
+            send(tcp(snd + j, rcv, 0x18, data=hello[j:j+1]))
+        send(tcp(isn + 77777, 0, 0x02, b"\x02\x04\x05\xb4"))
+        ok += 1
+    print("rounds done:", ok)
+else:
+    isn = random.randint(0, 2**31)
+    print("conn1:", repr(session(isn, sni1, "/first")))
+    time.sleep(float(sys.argv[5]))
+    print("conn2:", repr(session(isn, sni2, "/second")))

@@ -524,6 +524,24 @@ nfq_ct_end_state(const struct nfq_ct_end *e)
 	}
 }
 
+/* A ctnetlink request's headers at buf, for IPv4 (NLM_F_REQUEST and
+ * flags): the message to add its attributes to. */
+static struct nlmsghdr *
+ct_request(void *buf, uint16_t type, uint16_t flags, uint32_t seq)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct nfgenmsg *nfg;
+
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = NLM_F_REQUEST | flags;
+	nlh->nlmsg_seq = seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_INET;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = 0;
+	return nlh;
+}
+
 /* nfq_ct_get's answer: the connection, or the error the kernel sent. */
 struct ct_answer {
 	struct nfq_ct_end	*e;
@@ -549,20 +567,12 @@ nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
 	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct ct_answer a = { e, 0 };
 	struct nlmsghdr *nlh;
-	struct nfgenmsg *nfg;
 	struct nlattr *tuple, *nest;
 	uint32_t seq = ++ct->q_seq, portid = mnl_socket_get_portid(ct->q);
 	ssize_t n;
 	int rc;
 
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = CT_GET_TYPE;
-	nlh->nlmsg_flags = NLM_F_REQUEST;
-	nlh->nlmsg_seq = seq;
-	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
-	nfg->nfgen_family = AF_INET;
-	nfg->version = NFNETLINK_V0;
-	nfg->res_id = 0;
+	nlh = ct_request(buf, CT_GET_TYPE, 0, seq);
 	tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
 	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
 	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);
@@ -757,7 +767,6 @@ static int
 flush_dump(struct ct_flush *f, const uint32_t *filter)
 {
 	struct nlmsghdr *nlh;
-	struct nfgenmsg *nfg;
 	struct nlattr *nest, *ipn;
 	uint32_t seq = ++f->seq, portid = mnl_socket_get_portid(f->nl);
 	size_t with_entries = 0;
@@ -766,14 +775,8 @@ flush_dump(struct ct_flush *f, const uint32_t *filter)
 
 	f->n = 0;
 	f->damaged = f->nomem = f->cut = false;
-	nlh = mnl_nlmsg_put_header(f->buf);
-	nlh->nlmsg_type = CT_GET_TYPE;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
-	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
-	nfg->nfgen_family = AF_INET;	/* CTA_FILTER needs a family */
-	nfg->version = NFNETLINK_V0;
-	nfg->res_id = 0;
+	/* IPv4: CTA_FILTER needs a family */
+	nlh = ct_request(f->buf, CT_GET_TYPE, NLM_F_DUMP, seq);
 	if (filter != NULL) {
 		nest = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
 		ipn = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
@@ -823,21 +826,13 @@ flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
 {
 	alignas(struct nlmsghdr) char req[CT_DELETE_BATCH * 512];
 	struct nlmsghdr *nlh;
-	struct nfgenmsg *nfg;
 	uint32_t first = f->seq + 1;
 	size_t i, len = 0, answered = 0;
 	int failed = 0;
 	ssize_t r;
 
 	for (i = 0; i < n; i++) {
-		nlh = mnl_nlmsg_put_header(req + len);
-		nlh->nlmsg_type = CT_DELETE_TYPE;
-		nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-		nlh->nlmsg_seq = ++f->seq;
-		nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
-		nfg->nfgen_family = AF_INET;
-		nfg->version = NFNETLINK_V0;
-		nfg->res_id = 0;
+		nlh = ct_request(req + len, CT_DELETE_TYPE, NLM_F_ACK, ++f->seq);
 		mnl_attr_put(nlh, CTA_TUPLE_ORIG | NLA_F_NESTED,
 		    doomed[i].tuple_len, doomed[i].tuple);
 		if (doomed[i].has_zone)
@@ -992,19 +987,11 @@ flush_by_filter(struct mnl_socket *nl, uint32_t saddr)
 {
 	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh;
-	struct nfgenmsg *nfg;
 	struct nlattr *nest, *ipn;
 	uint32_t seq = 1, portid = mnl_socket_get_portid(nl);
 	ssize_t n;
 
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = CT_DELETE_TYPE;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-	nlh->nlmsg_seq = seq;
-	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
-	nfg->nfgen_family = AF_INET;
-	nfg->version = NFNETLINK_V0;
-	nfg->res_id = 0;
+	nlh = ct_request(buf, CT_DELETE_TYPE, NLM_F_ACK, seq);
 	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
 	ipn = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
 	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);

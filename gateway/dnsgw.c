@@ -48,15 +48,6 @@ scopy(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static enum dns_action
 dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 {
@@ -81,12 +72,12 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	n->slot = n->sb->slot;
 	scopy(n->sandbox, sizeof(n->sandbox), n->sb->name);
 	scopy(n->sha256, sizeof(n->sha256), n->sb->policy->sha256);
-	if (!gw_limit_dns(gw, n->sb, now_ms())) {
+	if (!gw_limit_dns(gw, n->sb, gw_now_ms())) {
 		/* over the sandbox's rate: refused before anything else,
 		 * so that a flood costs little; logged only in part */
 		n->reason = "rate_limited";
 		gw_limit_rule_text(gw, GW_LIMIT_DNS, n->rule, sizeof(n->rule), 0);
-		n->unlogged = !gw_limit_log_dns(gw, n->sb, req, now_ms());
+		n->unlogged = !gw_limit_log_dns(gw, n->sb, req, gw_now_ms());
 		*rcode = DNS_R_REFUSED;
 		return DNS_ANSWER;
 	}
@@ -145,8 +136,8 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 	if (*rcode != DNS_R_NOERROR && *rcode != DNS_R_NXDOMAIN)
 		*rcode = DNS_R_SERVFAIL;
 	limited = gw_dns_filter(n->sb->policy, gw->bindings, n->slot, &lim,
-	    req->name, r, now_ms(), n->answers, sizeof(n->answers), n->stripped,
-	    sizeof(n->stripped));
+	    req->name, r, gw_now_ms(), n->answers, sizeof(n->answers),
+	    n->stripped, sizeof(n->stripped));
 	if (limited && n->answers[0] == '\0') {
 		/* fail closed: nothing could be bound */
 		n->reason = "binding_limit";

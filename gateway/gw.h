@@ -9,10 +9,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "gateway/policy.h"
 #include "dns/dns.h"
 #include "nfq/nfq.h"
+
+/* CLOCK_MONOTONIC in ms: every timer of the event loop, its readers' and
+ * the holds' counts in it. */
+static inline uint64_t
+gw_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 #include "store/store.h"
 #include "gateway/limits.h"
 #include "gateway/metrics.h"

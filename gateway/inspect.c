@@ -752,8 +752,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		    (t->tcp_flags & TH_SYN) ||
 		    t->tcp_seq - fl->tag >= 0x80000000u))
 			fl = NULL;	/* not behind the decided flight */
-		if (fl != NULL && (fl->mark == GW_MARK_ALLOW ||
-		    fl->mark == GW_MARK_DENY)) {
+		if (fl != NULL) {
 			if (nfq_queue_verdict(gw->queue, pkt->id, fl->verdict,
 			    true, fl->mark) == -1)
 				log_warn("verdict");
@@ -851,7 +850,7 @@ still_in_use(struct gw *gw, struct hold *h)
 	uint64_t n;
 	int rc;
 
-	if (gw->ct == NULL || h->key.proto != IPPROTO_TCP)
+	if (gw->ct == NULL)
 		return false;
 	rc = nfq_ct_get(gw->ct, IPPROTO_TCP, h->key.saddr, h->key.sport,
 	    h->key.daddr, h->key.dport, &e);

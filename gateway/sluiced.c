@@ -22,15 +22,6 @@
 #include "gateway/service.h"
 #include "gateway/verdict.h"
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /*
  * The verdict path: every queued packet gets exactly one verdict, and
  * anything that goes wrong on the way ends in a denial.
@@ -366,7 +357,7 @@ main(int argc, char **argv)
 		    pfd + NFIXED + ndns + nctl, GW_METRICS_POLLFDS);
 		/* one now for all: a worker that finds a hold's deadline
 		 * computes the same wake-up from it, not a later one */
-		now = now_ms();
+		now = gw_now_ms();
 		timeout = dns_resolver_timeout(gw.resolver, now);
 		itimeout = gw_inspect_timeout(&gw, now);
 		if (itimeout >= 0 && (timeout < 0 || itimeout < timeout))
@@ -407,19 +398,19 @@ main(int argc, char **argv)
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
-		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, now_ms());
-		gw_inspect_expire(&gw, now_ms());
-		gw_limits_expire(&gw, now_ms(), false);
+		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, gw_now_ms());
+		gw_inspect_expire(&gw, gw_now_ms());
+		gw_limits_expire(&gw, gw_now_ms(), false);
 		if (pfd[3].revents & POLLIN)
 			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
 		if (pfd[4].revents & POLLIN)
 			gw_reaper_collect(&gw);
 		store_watch(&gw);
-		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, now_ms());
+		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, gw_now_ms());
 		gw_metrics_process(&gw, gw.metrics,
-		    pfd + NFIXED + ndns + nctl, nmet, now_ms());
+		    pfd + NFIXED + ndns + nctl, nmet, gw_now_ms());
 		if (pfd[1].revents & POLLIN)
-			gw_control_accept(&gw, now_ms());
+			gw_control_accept(&gw, gw_now_ms());
 		if (pfd[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

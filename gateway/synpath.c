@@ -220,11 +220,6 @@ on_copy(void *arg, const struct nfq_packet *pkt)
 {
 	struct gw *gw = arg;
 	struct nfq_tuple t;
-	struct timespec ts;
-	uint64_t now;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 	/* only what the set lets through is copied, a SYN without bytes;
 	 * anything else has nothing to start (and was not accepted for a
 	 * decision: the ruleset copies and accepts bare SYNs only) */
@@ -234,7 +229,7 @@ on_copy(void *arg, const struct nfq_packet *pkt)
 	    t.l4_len != 0)
 		return 0;
 	gw->fastsyn_copies++;
-	return gw_decide_first(gw, pkt, &t, now);
+	return gw_decide_first(gw, pkt, &t, gw_now_ms());
 }
 
 void

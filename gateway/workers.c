@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gateway/gw.h"
@@ -64,14 +63,12 @@ gw_unlock(struct gw *gw)
 static void
 wake_main(struct gw *gw)
 {
-	struct timespec ts;
 	uint64_t now, due = UINT64_MAX;
 	int t;
 
 	if (gw->wake_at == 0)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	now = gw_now_ms();
 	if ((t = gw_inspect_timeout(gw, now)) >= 0)
 		due = now + (uint64_t)t;
 	if ((t = gw_limits_timeout(gw, now)) >= 0 && now + (uint64_t)t < due)

@@ -524,6 +524,20 @@ nfq_ct_end_state(const struct nfq_ct_end *e)
 	}
 }
 
+/* One answer from a socket with a receive timeout: -1 with errno, and
+ * ETIMEDOUT when none came in time. */
+static ssize_t
+ct_recv(struct mnl_socket *nl, void *buf, size_t len)
+{
+	ssize_t n;
+
+	while ((n = mnl_socket_recvfrom(nl, buf, len)) == -1 && errno == EINTR)
+		;
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		errno = ETIMEDOUT;
+	return n;
+}
+
 /* A ctnetlink request's headers at buf, for IPv4 (NLM_F_REQUEST and
  * flags): the message to add its attributes to. */
 static struct nlmsghdr *
@@ -587,14 +601,8 @@ nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
 	if (mnl_socket_sendto(ct->q, nlh, nlh->nlmsg_len) == -1)
 		return -1;
 	for (;;) {
-		n = mnl_socket_recvfrom(ct->q, buf, sizeof(buf));
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				errno = ETIMEDOUT;
+		if ((n = ct_recv(ct->q, buf, sizeof(buf))) == -1)
 			return -1;
-		}
 		/* an answer to an earlier question that timed out: skip */
 		if ((size_t)n >= sizeof(*nlh) &&
 		    ((const struct nlmsghdr *)(void *)buf)->nlmsg_seq != seq)
@@ -791,14 +799,8 @@ flush_dump(struct ct_flush *f, const uint32_t *filter)
 	if (mnl_socket_sendto(f->nl, nlh, nlh->nlmsg_len) == -1)
 		return -1;
 	do {
-		n = mnl_socket_recvfrom(f->nl, f->buf, sizeof(f->buf));
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				errno = ETIMEDOUT;
+		if ((n = ct_recv(f->nl, f->buf, sizeof(f->buf))) == -1)
 			return -1;
-		}
 		f->seen = 0;
 		rc = mnl_cb_run(f->buf, (size_t)n, seq, portid, flush_dump_cb,
 		    f);
@@ -847,14 +849,8 @@ flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
 		const struct nlmsghdr *a;
 		int left;
 
-		if ((r = mnl_socket_recvfrom(f->nl, f->buf, sizeof(f->buf))) ==
-		    -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				errno = ETIMEDOUT;
+		if ((r = ct_recv(f->nl, f->buf, sizeof(f->buf))) == -1)
 			return -1;
-		}
 		left = (int)r;
 		for (a = (const struct nlmsghdr *)(void *)f->buf;
 		    mnl_nlmsg_ok(a, left); a = mnl_nlmsg_next(a, &left)) {
@@ -1003,13 +999,8 @@ flush_by_filter(struct mnl_socket *nl, uint32_t saddr)
 	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) == -1)
 		return -1;
 	for (;;) {
-		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				errno = ETIMEDOUT;
+		if ((n = ct_recv(nl, buf, sizeof(buf))) == -1)
 			return -1;
-		}
 		switch (mnl_cb_run(buf, (size_t)n, seq, portid, NULL, NULL)) {
 		case MNL_CB_ERROR:
 			return -1;

@@ -199,7 +199,7 @@ handle(struct gw *gw, json_t *req)
 		if (gw->resolver != NULL)
 			dns_resolver_stats(gw->resolver, &ds);
 		gw_reaper_stats(gw, &rs);
-		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I}, "
+		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -209,6 +209,7 @@ handle(struct gw *gw, json_t *req)
 		    "queue", "packets", (json_int_t)gw->pkts,
 		    "errors", (json_int_t)gw->pkt_errors,
 		    "denied_unlogged", (json_int_t)gw->denied_unlogged,
+		    "verify_expired", (json_int_t)gw->verify_expired,
 		    "store", "queued", (json_int_t)st.queued,
 		    "written", (json_int_t)st.written,
 		    "rejected", (json_int_t)st.rejected,

@@ -30,14 +30,22 @@ gw_now_ms(void)
 #include "gateway/metrics.h"
 
 /*
- * Packet and connection marks. Bits 28-29 belong to sluice so that other
+ * Packet and connection marks. Bits 28-30 belong to sluice so that other
  * rules on a production host can keep using the rest of the mark.
  */
-#define GW_MARK_MASK	0x30000000u
+#define GW_MARK_MASK	0x70000000u
 #define GW_MARK_ALLOW	0x10000000u
 #define GW_MARK_DENY	0x20000000u
 #define GW_MARK_INSPECT	0x30000000u	/* being inspected: its client packets
 					 * keep coming to sluiced */
+#define GW_MARK_VERIFY	0x70000000u	/* inspected bytes let through that
+					 * the server has not acknowledged
+					 * yet: its client packets and the
+					 * server's come to sluiced */
+/* both of the above, and nothing else: value and mask of one match */
+#define GW_MARK_UNDER	0x30000000u
+#define GW_VERIFY_MS	10000		/* a TLS connection's server must
+					 * acknowledge its ClientHello in */
 
 /* Inspection of the first flight (inspect.c): bounds and their behaviour.
  * A full hold table denies new flows that need inspection; a flight that
@@ -233,6 +241,9 @@ struct gw {
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
+	uint64_t		 verify_expired;	/* TLS connections whose
+						 * server never acknowledged
+						 * the hello (inspect.c) */
 	struct gw_metrics	*metrics;	/* counters, exposition (metrics.h) */
 	struct gw_sandbox	*limited;	/* summary rows to write (limits.c) */
 	uint64_t		 limited_flows;	/* attempts denied rate_limited, */

@@ -15,19 +15,63 @@
 #define TH_FIN	0x01
 #define TH_SYN	0x02
 #define TH_RST	0x04
+#define TH_ACK	0x10
+
+#define GW_KEPT_RANGES	64
+#define GW_KEPT_BYTES	NFQ_REASM_MAX
 
 enum hold_kind { HOLD_TLS = GW_INSPECT_TLS, HOLD_HTTP = GW_INSPECT_HTTP };
 
 /*
  * One flow under inspection. TLS flows live here from their SYN until the
- * ClientHello is decided; HTTP flows for the whole connection, since every
- * request head is checked.
+ * server has acknowledged the ClientHello that was decided; HTTP flows for
+ * the whole connection, since every request head is checked.
+ *
+ * Why until the server's acknowledgement: a segment sluiced reads may
+ * never reach the server's stream. The server drops it (a timestamp it
+ * finds too old, an acknowledgement number it finds too old, and every
+ * other check a TCP stack makes) while sluiced has read and decided on
+ * it, and a later segment at the same place then shows the server other
+ * bytes. Mirroring every reason a server may drop a segment cannot be
+ * done; this instead proves the server took the bytes that were decided:
+ * until its ACK covers them (sent_end), every client segment that overlaps
+ * them is compared with them, and one that differs ends the connection.
+ * Under the verify mark the server's packets come here too (ruleset.c);
+ * the first one whose ACK covers sent_end lets the connection go.
+ *
+ * On HTTP what is kept is the framing — heads, chunk lines, trailers —
+ * never body or chunk data: once the bytes that set the boundaries between
+ * requests are proven, another version of a body moves none of them.
  */
 struct hold {
 	bool			 used;
 	enum hold_kind		 kind;
 	bool			 logged;	/* its flow row is written */
 	bool			 decided;	/* HTTP: a first head was allowed */
+	bool			 data;		/* a byte of payload came */
+	bool			 verifying;	/* TLS: the hello went out, and
+						 * the server has not yet
+						 * acknowledged all of it */
+	uint32_t		 sent_end;	/* TLS: the sequence number after
+						 * the last byte let out */
+	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
+	 * the server has not acknowledged yet, in stream order; ranges
+	 * that touch are one */
+	struct kept {
+		uint32_t	 seq;
+		uint32_t	 len;
+	}			 kr[GW_KEPT_RANGES];
+	size_t			 nkr;
+	uint8_t			*kept;		/* their bytes, back to back */
+	size_t			 kept_len;
+	bool			 paused;	/* HTTP: reading stopped until
+						 * the server acknowledges some */
+	bool			 fin;		/* HTTP: the client closed with
+						 * framing not acknowledged */
+	const uint8_t		*direct;	/* HTTP: the segment in hand,
+						 * read in place (in order, and
+						 * nothing stored) */
+	size_t			 direct_len;
 	struct nfq_flow_key	 key;
 	struct nfq_tuple	 t;		/* of the SYN, for the row */
 	struct gw_decision	 syn;		/* what the SYN was allowed by;
@@ -130,6 +174,7 @@ hold_free(struct gw *gw, struct hold *h)
 		*pp = h->next;
 	free(h->reasm);
 	free(h->http);
+	free(h->kept);
 	while (h->ncap > 0)
 		free(h->cap[--h->ncap]);
 	nfq_class_flow_free(h->cls);
@@ -375,6 +420,93 @@ add_id(struct gw *gw, struct hold *h, uint32_t id)
 	h->ids[h->nids++] = id;
 }
 
+/* The mark a hold's packets carry: verify while the server has not
+ * acknowledged what was read, else inspect. */
+static uint32_t
+hold_mark(const struct hold *h)
+{
+	return (h->kind == HOLD_TLS ? h->verifying : h->nkr > 0) ?
+	    GW_MARK_VERIFY : GW_MARK_INSPECT;
+}
+
+/* ---- HTTP framing kept until the server acknowledges it -------------- */
+
+/* Room for framing bytes at seq: 0 when the ranges or bytes are used up. */
+static size_t
+kept_room(const struct hold *h, uint32_t seq)
+{
+	const struct kept *last = h->nkr > 0 ? &h->kr[h->nkr - 1] : NULL;
+
+	if (h->nkr == GW_KEPT_RANGES && last->seq + last->len != seq)
+		return 0;
+	return GW_KEPT_BYTES - h->kept_len;
+}
+
+/* Keeps framing bytes read at seq (kept_room said there is room). */
+static int
+kept_add(struct hold *h, uint32_t seq, const uint8_t *data, size_t len)
+{
+	struct kept *last = h->nkr > 0 ? &h->kr[h->nkr - 1] : NULL;
+
+	if (len == 0)
+		return 0;
+	if (h->kept == NULL && (h->kept = malloc(GW_KEPT_BYTES)) == NULL)
+		return -1;
+	memcpy(h->kept + h->kept_len, data, len);
+	h->kept_len += len;
+	if (last != NULL && last->seq + last->len == seq) {
+		last->len += (uint32_t)len;
+		return 0;
+	}
+	h->kr[h->nkr].seq = seq;
+	h->kr[h->nkr].len = (uint32_t)len;
+	h->nkr++;
+	return 0;
+}
+
+/* True when every byte of the segment that overlaps kept framing equals
+ * it: another version of a head or a chunk line is never let through. */
+static bool
+kept_agrees(const struct hold *h, uint32_t seq, const uint8_t *data,
+    size_t len)
+{
+	const uint8_t *p = h->kept;
+	size_t i;
+
+	for (i = 0; i < h->nkr; p += h->kr[i].len, i++) {
+		uint32_t rs = h->kr[i].seq, rl = h->kr[i].len, o, n;
+
+		if ((o = seq - rs) < rl) {	/* starts inside the range */
+			n = rl - o < len ? rl - o : (uint32_t)len;
+			if (memcmp(data, p + o, n) != 0)
+				return false;
+		} else if ((o = rs - seq) < len) {	/* the range inside it */
+			n = len - o < rl ? (uint32_t)(len - o) : rl;
+			if (memcmp(data + o, p, n) != 0)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* The server has acknowledged every byte before ack: the ranges wholly
+ * before it go. */
+static void
+kept_ack(struct hold *h, uint32_t ack)
+{
+	size_t n = 0, bytes = 0;
+
+	while (n < h->nkr &&
+	    (int32_t)(ack - (h->kr[n].seq + h->kr[n].len)) >= 0)
+		bytes += h->kr[n++].len;
+	if (n == 0)
+		return;
+	memmove(h->kr, h->kr + n, (h->nkr - n) * sizeof(h->kr[0]));
+	h->nkr -= n;
+	memmove(h->kept, h->kept + bytes, h->kept_len - bytes);
+	h->kept_len -= bytes;
+}
+
 /* ---- TLS ----------------------------------------------------------- */
 
 static void
@@ -382,7 +514,6 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 {
 	struct nfq_tls_hello hello;
 	struct gw_decision d;
-	struct nfq_flow *fl;
 	enum nfq_tls_status st;
 
 	st = nfq_tls_parse_hello(h->reasm->data, h->reasm->contiguous, &hello);
@@ -425,39 +556,78 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		hold_free(gw, h);
 		return;
 	}
-	release(gw, h, GW_MARK_ALLOW);
-	/*
-	 * Segments the client sent right behind the hello may already be
-	 * queued with the inspect mark: for a moment they follow the verdict
-	 * (from the flow table, not a hold slot) instead of meeting no state
-	 * — those behind the hello only (tag: the sequence number after
-	 * it), never a SYN or a hello again on a reused 5-tuple.
-	 */
+	/* out it goes, and the connection is let go once the server has
+	 * acknowledged it (verify_reply) */
+	h->sent_end = h->reasm->base + (uint32_t)h->reasm->high;
+	h->verifying = true;
+	release(gw, h, GW_MARK_VERIFY);
+	h->deadline = now + GW_VERIFY_MS;
+}
+
+/*
+ * The server has acknowledged every byte of the ClientHello that was
+ * decided: the rest of the connection stays in the kernel. Packets already
+ * queued behind this one, either side's, follow the verdict for a moment
+ * (from the flow table, not a hold slot) instead of meeting no state —
+ * never a SYN on a reused 5-tuple (tag: the stream's first byte; those
+ * before the server's ACK can change nothing now).
+ */
+static void
+tls_verified(struct gw *gw, struct hold *h, uint64_t now)
+{
+	struct nfq_flow *fl;
+
 	fl = nfq_flows_insert(gw->flows, &h->key, now, GW_FLOW_ALLOW_TTL_MS,
 	    NF_ACCEPT, GW_MARK_ALLOW);
 	fl->flight = true;
-	fl->tag = h->reasm->base + (uint32_t)h->reasm->contiguous;
+	fl->tag = h->reasm->base;
 	hold_free(gw, h);
 }
 
 /* ---- HTTP ---------------------------------------------------------- */
 
-static void
-http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
+/*
+ * Reads len contiguous bytes of the stream from sequence number seq:
+ * heads are decided, body and chunk data skipped, and the framing bytes
+ * kept until the server acknowledges them. Returns the bytes read (short
+ * of len when the kept framing is full: h->paused), or -1 when the flow
+ * was denied and its hold freed.
+ */
+static ssize_t
+http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const uint8_t *data, size_t len, uint32_t seq, uint64_t now)
 {
 	struct nfq_http_head head;
 	struct gw_decision d;
 	const char *error = NULL;
-	size_t off = 0, used;
+	size_t off = 0, used, room;
+	uint64_t opaque;
 
-	while (off < h->reasm->contiguous) {
+	h->paused = false;
+	while (off < len) {
 		enum nfq_http_status st;
 
-		st = nfq_http_feed(h->http, h->reasm->data + off,
-		    h->reasm->contiguous - off, &used, &head, &error);
+		if ((opaque = nfq_http_opaque(h->http)) > 0) {
+			/* body bytes: nothing in them can move a boundary */
+			used = opaque < len - off ? (size_t)opaque : len - off;
+			(void)nfq_http_feed(h->http, data + off, used, &used,
+			    &head, &error);
+			off += used;
+			continue;
+		}
+		if ((room = kept_room(h, seq + (uint32_t)off)) == 0) {
+			h->paused = true;
+			break;
+		}
+		st = nfq_http_feed_framing(h->http, data + off,
+		    room < len - off ? room : len - off, &used, &head, &error);
+		if (kept_add(h, seq + (uint32_t)off, data + off, used) == -1) {
+			deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
+			return -1;
+		}
 		off += used;
 		if (st == NFQ_HTTP_NEED_MORE)
-			break;
+			continue;
 		if (st == NFQ_HTTP_MALFORMED) {
 			log_debug("%s: malformed HTTP: %s", sb->name,
 			    error ? error : "?");
@@ -465,7 +635,7 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 			 * any: the broken one has no head to show */
 			deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL,
 			    h->decided ? &h->first : NULL);
-			return;
+			return -1;
 		}
 		decide_name(gw, sb, h, head.host,
 		    h->decided ? h->admitted : NULL, GW_R_HOST_NOT_ALLOWED,
@@ -479,13 +649,13 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 			if (log_hold(gw, sb, h, &d, NULL, &head) == -1) {
 				reject(gw, h);
 				hold_free(gw, h);
-				return;
+				return -1;
 			}
 		} else if (d.verdict != GW_ALLOW) {
 			/* a later request that is denied ends the
 			 * connection, and gets its own row */
 			deny_hold(gw, sb, h, d.reason, NULL, &head);
-			return;
+			return -1;
 		}
 		if (!h->decided) {
 			h->decided = true;
@@ -497,22 +667,62 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 			    log_hold(gw, sb, h, &d, NULL, &head) == -1) {
 				reject(gw, h);
 				hold_free(gw, h);
-				return;
+				return -1;
 			}
 		}
 	}
-	nfq_reasm_consume(h->reasm, off);
+	return (ssize_t)off;
+}
+
+/*
+ * Reads what the stream has in order: the segment in hand in place when it
+ * is the next one and nothing waits in the reassembler (a GSO segment of
+ * 64 KiB fits no window, and body bytes need no copy), else the
+ * reassembler's contiguous bytes.
+ */
+static void
+http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
+{
+	struct nfq_reasm *r = h->reasm;
+	ssize_t n;
+
+	if (h->direct != NULL) {
+		const uint8_t *data = h->direct;
+		size_t len = h->direct_len;
+
+		h->direct = NULL;
+		h->direct_len = 0;
+		if ((n = http_read(gw, sb, h, data, len, r->base, now)) == -1)
+			return;
+		nfq_reasm_init(r, r->base + (uint32_t)n);
+		if ((size_t)n < len && nfq_reasm_add(r, r->base, data + n,
+		    len - (size_t)n) != NFQ_REASM_OK) {
+			/* paused, and the rest does not fit: the segment is
+			 * lost on the way as far as the client can tell, and
+			 * comes again (what was read of it, the kept framing
+			 * compares) */
+			nfq_reasm_init(r, r->base);
+			h->nids--;
+			(void)nfq_queue_verdict(h->qs[h->nids],
+			    h->ids[h->nids], NF_DROP, false, 0);
+		}
+	} else {
+		if ((n = http_read(gw, sb, h, r->data, r->contiguous, r->base,
+		    now)) == -1)
+			return;
+		nfq_reasm_consume(r, (size_t)n);
+	}
 	/*
-	 * Packets carrying any byte of a request head not yet complete stay
-	 * held; once every head they carry is decided (or they carry only
-	 * body bytes) they go.
+	 * Packets carrying any byte of a request head not yet complete, or
+	 * not read yet, stay held; once every head they carry is decided (or
+	 * they carry only body bytes) they go, and the server's packets come
+	 * here until it has acknowledged their framing.
 	 */
-	if (!nfq_http_in_head(h->http))
-		release(gw, h, GW_MARK_INSPECT);
-	else if (h->deadline == 0)
-		h->deadline = now + GW_HOLD_MS;
-	if (!nfq_http_in_head(h->http))
+	if (!h->paused && !nfq_http_in_head(h->http)) {
+		release(gw, h, hold_mark(h));
 		h->deadline = 0;
+	} else if (h->nids > 0 && h->deadline == 0)
+		h->deadline = now + GW_HOLD_MS;
 }
 
 /* ---- packets --------------------------------------------------------- */
@@ -559,7 +769,24 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	add_id(gw, h, pkt->id);
 	if (t->l4_len == 0)
 		return true;
+	h->data = true;
 	seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0);
+	if (h->kind == HOLD_HTTP) {
+		if (!kept_agrees(h, seq, t->l4_payload, t->l4_len)) {
+			/* another version of framing already read: the
+			 * server may never have taken the first one */
+			deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL, NULL);
+			return false;
+		}
+		if (seq == h->reasm->base && h->reasm->high == 0) {
+			/* the next bytes, and nothing waits: read in place */
+			h->direct = t->l4_payload;
+			h->direct_len = t->l4_len;
+			if (h->deadline == 0)
+				h->deadline = now + GW_HOLD_MS;
+			return true;
+		}
+	}
 	rr = nfq_reasm_add(h->reasm, seq, t->l4_payload, t->l4_len);
 	if (rr == NFQ_REASM_CONFLICT) {
 		/* two versions of the same bytes: which one the server
@@ -575,6 +802,33 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	if (h->deadline == 0)
 		h->deadline = now + GW_HOLD_MS;
 	return true;
+}
+
+/*
+ * A client segment of a TLS connection decided and let out, whose server
+ * has not acknowledged the hello yet: what it repeats of the decided bytes
+ * must be what was decided, or the server could take another version of
+ * them (the first one never reached it). Bytes past them are not read.
+ */
+static void
+verify_client(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const struct nfq_packet *pkt, const struct nfq_tuple *t)
+{
+	uint32_t seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0);
+
+	if (t->l4_len > 0 &&
+	    !nfq_reasm_agrees(h->reasm, seq, t->l4_payload, t->l4_len)) {
+		log_debug("%s: a ClientHello's bytes again, other ones",
+		    sb->name);
+		add_id(gw, h, pkt->id);
+		deny_hold(gw, sb, h, GW_R_MALFORMED_TLS, NULL, NULL);
+		return;
+	}
+	if (!pkt->copy && nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT,
+	    true, GW_MARK_VERIFY) == -1)
+		log_warn("verdict");
+	if (t->tcp_flags & TH_RST)
+		hold_free(gw, h);	/* nothing more to wait for */
 }
 
 static void
@@ -599,7 +853,7 @@ log_cut(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 
 	if (h->logged)
 		return;
-	if (h->reasm->high == 0) {
+	if (!h->data) {
 		(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
 		return;
 	}
@@ -644,10 +898,12 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 			/* the same SYN again (a retransmission): the hold
 			 * goes on; data in it (TCP Fast Open) joins the
 			 * flight */
-			if (t->l4_len == 0) {
+			if (h->verifying && h->kind == HOLD_TLS)
+				verify_client(gw, sb, h, pkt, t);
+			else if (t->l4_len == 0) {
 				if (!pkt->copy && nfq_queue_verdict(gw->queue,
 				    pkt->id, NF_ACCEPT, true,
-				    GW_MARK_INSPECT) == -1)
+				    hold_mark(h)) == -1)
 					log_warn("verdict");
 			} else if (take(gw, sb, h, pkt, t, now))
 				step(gw, sb, h, now);
@@ -725,6 +981,72 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	return 0;
 }
 
+/*
+ * A server's packet while inspected bytes it has not acknowledged are out
+ * (the verify mark). An ACK that covers all of them lets a TLS connection
+ * go, and sends an HTTP one's server packets back to the kernel; what it
+ * acknowledges of an HTTP stream need not be kept any longer. With no
+ * state for it, it is dropped, unless its connection was let go a moment
+ * ago.
+ */
+static void
+verify_reply(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now)
+{
+	struct nfq_flow_key key;
+	struct nfq_flow *fl;
+	struct gw_sandbox *sb;
+	struct hold *h = NULL;
+	uint32_t mark = GW_MARK_VERIFY;
+
+	memset(&key, 0, sizeof(key));
+	key.ifindex = pkt->outdev;
+	key.saddr = t->daddr;
+	key.daddr = t->saddr;
+	key.sport = t->dport;
+	key.dport = t->sport;
+	key.proto = t->proto;
+	if (t->proto == IPPROTO_TCP)
+		h = hold_find(gw->holds, &key);
+	if (h == NULL) {
+		fl = nfq_flows_lookup(gw->flows, &key, now);
+		if (nfq_queue_verdict(gw->queue, pkt->id, fl != NULL &&
+		    fl->verdict == NF_ACCEPT ? NF_ACCEPT : NF_DROP,
+		    fl != NULL, fl != NULL ? fl->mark : 0) == -1)
+			log_warn("verdict");
+		return;
+	}
+	h->last_ms = now;
+	if (h->kind == HOLD_TLS) {
+		if (h->verifying && (t->tcp_flags & TH_ACK) &&
+		    (int32_t)(t->tcp_ack - h->sent_end) >= 0) {
+			h->verifying = false;
+			mark = GW_MARK_ALLOW;
+		} else if (!h->verifying)
+			mark = GW_MARK_INSPECT;	/* nothing out to prove */
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    mark) == -1)
+			log_warn("verdict");
+		if (mark == GW_MARK_ALLOW)
+			tls_verified(gw, h, now);
+		else if (t->tcp_flags & TH_RST)
+			hold_free(gw, h);	/* nothing more to wait for */
+		return;
+	}
+	if (t->tcp_flags & TH_ACK)
+		kept_ack(h, t->tcp_ack);
+	if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+	    hold_mark(h)) == -1)
+		log_warn("verdict");
+	if ((t->tcp_flags & TH_RST) || (h->fin && h->nkr == 0)) {
+		hold_free(gw, h);	/* nothing more to wait for */
+		return;
+	}
+	if (h->paused && (sb = gw_sandbox_by_ifindex(gw, h->key.ifindex)) !=
+	    NULL)
+		http_step(gw, sb, h, now);	/* room again */
+}
+
 void
 gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now)
@@ -733,6 +1055,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	struct nfq_flow_key key;
 	struct hold *h;
 
+	if (sb == NULL && (pkt->mark & GW_MARK_MASK) == GW_MARK_VERIFY) {
+		verify_reply(gw, pkt, t, now);
+		return;
+	}
 	flow_key(pkt, t, &key);
 	h = hold_find(gw->holds, &key);
 	if (h == NULL && gw->nflog != NULL) {
@@ -796,6 +1122,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		}
 		return;
 	}
+	if (h->verifying && h->kind == HOLD_TLS) {
+		verify_client(gw, sb, h, pkt, t);
+		return;
+	}
 	h->last_ms = now;
 	classify(gw, h, pkt, now);
 	if (t->tcp_flags & TH_RST) {
@@ -810,7 +1140,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	if (t->l4_len == 0 && !(t->tcp_flags & TH_FIN)) {
 		/* a bare ACK or a repeated SYN carries nothing to read */
 		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-		    GW_MARK_INSPECT) == -1)
+		    hold_mark(h)) == -1)
 			log_warn("verdict");
 		return;
 	}
@@ -821,15 +1151,19 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	if (!h->used || h->key.ifindex != key.ifindex)
 		return;		/* decided and freed by step */
 	if ((t->tcp_flags & TH_FIN) && h->nids > 0 &&
-	    h->reasm->contiguous == 0 &&
+	    h->reasm->contiguous == 0 && !h->paused &&
 	    (h->kind == HOLD_TLS ? !h->logged : !nfq_http_in_head(h->http))) {
 		/* the client closes with nothing undecided: let the FIN
 		 * through; a flow that never sent a byte is logged as the
-		 * SYN was decided */
+		 * SYN was decided. Framing the server has not acknowledged
+		 * yet keeps it here until it has. */
 		if (!h->logged)
 			log_hold(gw, sb, h, &h->syn, NULL, NULL);
-		release(gw, h, GW_MARK_INSPECT);
-		hold_free(gw, h);
+		release(gw, h, hold_mark(h));
+		if (hold_mark(h) == GW_MARK_VERIFY)
+			h->fin = true;
+		else
+			hold_free(gw, h);
 	}
 }
 
@@ -880,10 +1214,10 @@ hold_due(const struct gw *gw, const struct hold *h)
 {
 	uint64_t due;
 
-	if (h->nids > 0)
+	if (h->nids > 0 || (h->verifying && h->kind == HOLD_TLS))
 		return h->deadline != 0 ? h->deadline : UINT64_MAX;
 	due = h->last_ms + idle_ms(gw);
-	if (h->reasm != NULL && h->reasm->contiguous == 0 && !h->logged &&
+	if (!h->data && !h->logged &&
 	    h->last_ms + GW_HOLD_SILENT_MS < due)
 		due = h->last_ms + GW_HOLD_SILENT_MS;
 	return due;
@@ -921,6 +1255,17 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 			deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
 			continue;
 		}
+		if (h->verifying && h->kind == HOLD_TLS) {
+			/* the server never acknowledged the hello: the
+			 * connection is forgotten, so its next packet either
+			 * way is refused */
+			if (h->deadline != 0 && h->deadline <= now) {
+				log_debug("a ClientHello never acknowledged");
+				gw->verify_expired++;
+				hold_free(gw, h);
+			}
+			continue;
+		}
 		/* a decided (HTTP) connection between requests: asked
 		 * about; one that never sent its first flight is not */
 		if (h->nids == 0 && h->logged &&
@@ -929,7 +1274,7 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 			continue;
 		}
 		if (h->nids == 0 && (h->last_ms + idle_ms(gw) <= now ||
-		    (h->reasm != NULL && h->reasm->contiguous == 0 &&
+		    (!h->data &&
 		    !h->logged && h->last_ms + GW_HOLD_SILENT_MS <= now))) {
 			/* an idle connection: forget it; its next packet
 			 * finds no state and is refused */

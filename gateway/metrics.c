@@ -249,6 +249,7 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->packets = gw->pkts;
 	st->packet_errors = gw->pkt_errors;
 	st->denied_unlogged = gw->denied_unlogged;
+	st->verify_expired = gw->verify_expired;
 	st->limited_flows = gw->limited_flows;
 	st->limited_dns = gw->limited_dns;
 	st->kernel_syn = gw->fastsyn != NULL;
@@ -497,6 +498,10 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Verdict-path records (flows, DNS queries, flow ends) the full log "
 	    "refused; a flow that could not be logged was denied.",
 	    st->denied_unlogged);
+	one(&t, "sluice_verify_expired_total", "counter",
+	    "TLS connections let go unread because the server never "
+	    "acknowledged the ClientHello sluiced decided on.",
+	    st->verify_expired);
 	one(&t, "sluice_rate_limited_flows_total", "counter",
 	    "Flow attempts denied by a sandbox's bounds (rate_limited), rows "
 	    "of their own or only counted.", st->limited_flows);

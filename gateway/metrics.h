@@ -60,6 +60,7 @@ struct gw_metrics_state {
 	size_t			 bindings;	/* live DNS bindings */
 	uint64_t		 packets;	/* given to sluiced by the queue */
 	uint64_t		 packet_errors;	/* unparseable, dropped */
+	uint64_t		 verify_expired;
 	uint64_t		 denied_unlogged;	/* records the log refused
 						 * on the verdict path */
 	uint64_t		 limited_flows;	/* attempts denied rate_limited */

@@ -10,8 +10,12 @@
  *   filter FORWARD/INPUT -> chain sluice-sandbox:
  *       allow mark      accept (the fast path: never leaves the kernel)
  *       deny mark       REJECT: TCP reset, or ICMP admin-prohibited
+ *       inspect/verify  NFQUEUE (but bare ACKs, below)
  *       no mark, NEW    NFQUEUE, without --queue-bypass: no reader, no pass
  *       anything else   drop
+ * and a server's packet (uplink) is accepted on the allow or inspect mark,
+ * queued on the verify mark (inspect.c: the ACK that proves the server
+ * took the bytes sluiced read), dropped otherwise.
  *   mangle POSTROUTING/INPUT  allow mark -> connmark, for the rest of the flow
  * except DNS to the gateway itself (UDP/TCP 53 on INPUT), accepted for the
  * resolver before anything is queued.
@@ -130,13 +134,14 @@ bare_acks(char *buf, size_t len, bool kernel_syn)
 		    GW_MARK_INSPECT, GW_MARK_MASK);
 	if (n < 0 || (size_t)n >= len)
 		n = 0;
+	/* inspect or verify: a bare ACK carries no byte to compare either */
 	snprintf(buf + n, len - (size_t)n,
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_40 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 443 " BARE_ACK_52 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " BARE_ACK_40 " -j ACCEPT\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --dport 80 " BARE_ACK_52 " -j ACCEPT\n",
-	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK,
-	    GW_MARK_INSPECT, GW_MARK_MASK, GW_MARK_INSPECT, GW_MARK_MASK);
+	    GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER,
+	    GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER);
 }
 
 static int
@@ -221,9 +226,13 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    "-A FORWARD -m conntrack --ctstate INVALID -j DROP\n"
 	    "-A FORWARD -i " GW_SB_IF_PREFIX "+ -j sluice-sandbox\n"
 	    /* replies to decided and inspected flows: the restored
-	     * connmark says so (server bytes are no exfiltration) */
+	     * connmark says so (server bytes are no exfiltration). While
+	     * inspected bytes the server has not acknowledged are out, its
+	     * packets come to sluiced: their ACK is the proof that it took
+	     * the bytes sluiced read, and not others (inspect.c) */
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
+	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    /* a denied inspected flow keeps its deny mark: all it sends
 	     * next is reset too (a denied new flow does not: the reset's
@@ -252,12 +261,13 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    m, m, m,
 	    GW_MARK_ALLOW, m,
 	    GW_MARK_INSPECT, m,
+	    GW_MARK_VERIFY, m, target,
 	    GW_MARK_ALLOW, m,
 	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
 	    GW_MARK_DENY, m,
 	    acks,
-	    GW_MARK_INSPECT, m, target,
+	    GW_MARK_UNDER, GW_MARK_UNDER, target,
 	    m, target,
 	    m, target);
 	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a

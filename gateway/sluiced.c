@@ -43,8 +43,9 @@ decide_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 	}
 
 	/* a flow under inspection: its first flight is being read (a SYN
-	 * marked so by the kernel-SYN set is a new connection: synpath.c) */
-	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_INSPECT &&
+	 * marked so by the kernel-SYN set is a new connection: synpath.c),
+	 * or its server's acknowledgement awaited (either side's packets) */
+	if ((pkt->mark & GW_MARK_UNDER) == GW_MARK_UNDER &&
 	    !(t.proto == IPPROTO_TCP &&
 	    (t.tcp_flags & (TH_SYN | TH_ACK)) == TH_SYN)) {
 		gw_inspect_packet(gw, pkt, &t, now);

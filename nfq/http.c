@@ -639,9 +639,18 @@ nfq_http_in_head(const struct nfq_http_stream *s)
 	    s->state == ST_DEAD;
 }
 
-enum nfq_http_status
-nfq_http_feed(struct nfq_http_stream *s, const uint8_t *buf, size_t len,
-    size_t *used, struct nfq_http_head *head, const char **error)
+uint64_t
+nfq_http_opaque(const struct nfq_http_stream *s)
+{
+	return s->state == ST_BODY || s->state == ST_CHUNK_DATA ?
+	    s->remaining : 0;
+}
+
+/* nfq_http_feed, and with stop set nfq_http_feed_framing: the same walk,
+ * which then ends where body or chunk data begins. */
+static enum nfq_http_status
+feed(struct nfq_http_stream *s, const uint8_t *buf, size_t len,
+    size_t *used, struct nfq_http_head *head, const char **error, bool stop)
 {
 	const char *why = NULL;
 	size_t i = 0, n;
@@ -658,6 +667,10 @@ nfq_http_feed(struct nfq_http_stream *s, const uint8_t *buf, size_t len,
 
 	while (i < len) {
 		if (s->state == ST_BODY || s->state == ST_CHUNK_DATA) {
+			if (stop) {
+				*used = i;
+				return NFQ_HTTP_NEED_MORE;
+			}
 			n = len - i;
 			if ((uint64_t)n > s->remaining)
 				n = (size_t)s->remaining;
@@ -733,4 +746,18 @@ dead:
 	if (error != NULL)
 		*error = why;
 	return NFQ_HTTP_MALFORMED;
+}
+
+enum nfq_http_status
+nfq_http_feed(struct nfq_http_stream *s, const uint8_t *buf, size_t len,
+    size_t *used, struct nfq_http_head *head, const char **error)
+{
+	return feed(s, buf, len, used, head, error, false);
+}
+
+enum nfq_http_status
+nfq_http_feed_framing(struct nfq_http_stream *s, const uint8_t *buf,
+    size_t len, size_t *used, struct nfq_http_head *head, const char **error)
+{
+	return feed(s, buf, len, used, head, error, true);
 }

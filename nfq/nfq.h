@@ -15,6 +15,7 @@ struct nfq_queue;
 struct nfq_packet {
 	uint32_t	 id;		/* packet id, for the verdict */
 	uint32_t	 indev;		/* input ifindex, 0 if none */
+	uint32_t	 outdev;	/* output ifindex, 0 if none */
 	uint32_t	 mark;
 	uint8_t		 hook;		/* NF_INET_* hook it was queued at */
 	const uint8_t	*payload;	/* the network-layer packet */
@@ -90,6 +91,7 @@ struct nfq_tuple {
 	uint16_t	 dport;
 	uint8_t		 tcp_flags;	/* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
 	uint32_t	 tcp_seq;	/* TCP: sequence number, host order */
+	uint32_t	 tcp_ack;	/* TCP: acknowledgement number */
 	const uint8_t	*tcp_opts;	/* TCP: the options, into the buffer */
 	size_t		 tcp_optlen;
 	uint8_t		 ip_hlen;	/* the IPv4 header's length in bytes */
@@ -332,6 +334,18 @@ enum nfq_http_status nfq_http_feed(struct nfq_http_stream *s,
  * the stream is malformed: what follows belongs to no allowed request. */
 bool nfq_http_in_head(const struct nfq_http_stream *s);
 
+/* Bytes from here on that are body or chunk data (0 elsewhere): opaque to
+ * the framing, so that another version of them changes no head and no
+ * boundary between requests. */
+uint64_t nfq_http_opaque(const struct nfq_http_stream *s);
+
+/* nfq_http_feed, but NFQ_HTTP_NEED_MORE also when the stream reaches body
+ * or chunk data (*used short of len; 0 when it starts there): what it
+ * consumes is framing only — heads, chunk lines, trailers. */
+enum nfq_http_status nfq_http_feed_framing(struct nfq_http_stream *s,
+    const uint8_t *buf, size_t len, size_t *used, struct nfq_http_head *head,
+    const char **error);
+
 /* ---- TCP stream reassembly (reasm.c): pure, bounded --------------------- */
 
 #define NFQ_REASM_MAX	16384	/* bytes of a client's stream held at once */
@@ -362,6 +376,11 @@ void nfq_reasm_init(struct nfq_reasm *r, uint32_t base);
 /* Adds a segment of len bytes starting at sequence number seq (modular
  * arithmetic: at most 2^31 before base counts as before). */
 enum nfq_reasm_result nfq_reasm_add(struct nfq_reasm *r, uint32_t seq,
+    const uint8_t *data, size_t len);
+
+/* True when every byte of the segment that is stored equals it: bytes
+ * before base or past the window are not compared. Stores nothing. */
+bool nfq_reasm_agrees(const struct nfq_reasm *r, uint32_t seq,
     const uint8_t *data, size_t len);
 
 /* Drops the first n (<= contiguous) bytes: base advances by n. An n past

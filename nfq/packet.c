@@ -33,6 +33,7 @@ parse_tcp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
 	t->dport = get_be16(l4 + 2);
 	t->tcp_flags = l4[13];
 	t->tcp_seq = (uint32_t)get_be16(l4 + 4) << 16 | get_be16(l4 + 6);
+	t->tcp_ack = (uint32_t)get_be16(l4 + 8) << 16 | get_be16(l4 + 10);
 	t->tcp_opts = l4 + TCP_MIN_HLEN;
 	t->tcp_optlen = hlen - TCP_MIN_HLEN;
 	t->l4_payload = l4 + hlen;

@@ -109,6 +109,9 @@ queue_packet_cb(const struct nlmsghdr *nlh, void *data)
 	}
 	if (attr[NFQA_IFINDEX_INDEV] != NULL)
 		pkt.indev = ntohl(mnl_attr_get_u32(attr[NFQA_IFINDEX_INDEV]));
+	if (attr[NFQA_IFINDEX_OUTDEV] != NULL)
+		pkt.outdev = ntohl(mnl_attr_get_u32(
+		    attr[NFQA_IFINDEX_OUTDEV]));
 	if (attr[NFQA_MARK] != NULL)
 		pkt.mark = ntohl(mnl_attr_get_u32(attr[NFQA_MARK]));
 	pkt.payload = mnl_attr_get_payload(attr[NFQA_PAYLOAD]);

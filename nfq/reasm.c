@@ -102,6 +102,30 @@ nfq_reasm_add(struct nfq_reasm *r, uint32_t seq, const uint8_t *data,
 	return NFQ_REASM_OK;
 }
 
+bool
+nfq_reasm_agrees(const struct nfq_reasm *r, uint32_t seq,
+    const uint8_t *data, size_t len)
+{
+	uint32_t off = seq - r->base, behind;
+	size_t i, end;
+
+	if (off >= REASM_BEHIND) {
+		behind = 0U - off;
+		if (len <= behind)
+			return true;
+		data += behind;
+		len -= behind;
+		off = 0;
+	}
+	if (off >= r->high)
+		return true;
+	end = len < r->high - off ? off + len : r->high;
+	for (i = off; i < end; i++)
+		if (reasm_has(r, i) && r->data[i] != data[i - off])
+			return false;
+	return true;
+}
+
 void
 nfq_reasm_consume(struct nfq_reasm *r, size_t n)
 {

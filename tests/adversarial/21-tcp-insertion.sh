@@ -9,18 +9,23 @@
 # address (a shared host, a CDN edge) and is not allowed.
 #
 # What must hold: the server never serves b.test, and the flow is denied.
-# sluice reads only segments the server will take too: a signed segment
-# (MD5/AO), one with IP options, or one whose timestamp is older than the
-# newest seen (PAWS) is refused or dropped unread; every sandbox packet
-# leaves with TTL 64, so none can expire between the gateway and the server.
-# Before those checks, sluice decided on the decoy, marked the connection
+# Two defences. First, sluice reads only segments the server will take
+# too, where it can tell: a signed segment (MD5/AO), one with IP options,
+# or one whose timestamp is older than the newest seen (PAWS) is refused
+# or dropped unread; every sandbox packet leaves with TTL 64, so none can
+# expire between the gateway and the server. Second, for every reason it
+# cannot tell (ackpaws: the timestamp was raised by a bare ACK the kernel
+# lets past sluiced; oldack: an ACK number the server finds too old), the
+# decided bytes are proven taken: until the server's ACK covers them,
+# every client segment over them is compared with them, and the real
+# hello, which differs, ends the connection (inspect.c, the verify mark).
+# Before the first, sluice decided on the decoy, marked the connection
 # allowed, and the real hello passed in the kernel without being read (for
 # HTTP, the rewritten bytes lay behind the consumed stream and were
 # released unread): the server served b.test, and the log said a.test.
-# Two ways to make the server drop a decoy are NOT covered yet (README,
-# "Threat model"): a timestamp raised by a bare ACK sluiced never reads,
-# and an ACK number too old for the server. A wrong checksum, the same
-# trick one layer down, is caught by conntrack (the control at the end).
+# Before the second, ackpaws and oldack still did that. A wrong checksum,
+# the same trick one layer down, is caught by conntrack (the control at
+# the end).
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-tcp-insertion
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -41,7 +46,7 @@ md5_drops() {
 
 # TLS: the certificate the server sends back says which name it served
 m0=$(md5_drops)
-for trick in md5 paws; do
+for trick in md5 paws ackpaws oldack; do
 	out=$(raw 443 insert --trick $trick)
 	tb_check "TLS, decoy dropped by the server ($trick): b.test is not served ($out)" \
 	    not_served "$out" cert=b.test
@@ -52,7 +57,7 @@ tb_check "the MD5 decoy never reached the server (TcpExtTCPMD5Unexpected unchang
     [ "$(md5_drops)" = "${m0:-0}" ]
 
 # HTTP on port 80: nginx logs the Host it answered for
-for trick in md5 paws; do
+for trick in md5 paws ackpaws oldack; do
 	out=$(raw 80 insert --trick $trick --http)
 	tb_check "HTTP, decoy dropped by the server ($trick): b.test is not served ($out)" \
 	    not_served "$out" host=b.test
@@ -66,16 +71,27 @@ tb_assert_eq "$(grep -c 'host=b.test' "$TB_DIR/nginx.access.log")" 0 \
 tb_assert_eq "$(raw 443 insert --trick badsum)" "result=reset" \
     "a decoy with a bad checksum: the real hello is read and refused"
 
-tb_wait_rows "SELECT count(*) FROM flows" 5 >/dev/null
-tb_assert_eq "$(tb_sql "SELECT dst_port, verdict FROM flows ORDER BY id")" \
-"443|deny
-443|deny
-80|deny
-80|deny
-443|deny" "every inserted flow is denied"
-tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE verdict = 'allow'
-    AND (sni = 'a.test' OR http_host = 'a.test')")" 0 \
-    "and no row claims a.test for a connection that served b.test"
+tb_wait_rows "SELECT count(*) FROM flows" 13 >/dev/null
+# md5: refused unread; paws: dropped unread, the real one refused; ackpaws and oldack: the decoy is allowed
+# (it is what sluice read), and the real one that differs ends it
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id")" \
+"443|deny|malformed_tls
+443|deny|sni_not_allowed
+443|allow|allowed_domain
+443|deny|malformed_tls
+443|allow|allowed_domain
+443|deny|malformed_tls
+80|deny|malformed_http
+80|deny|host_not_allowed
+80|allow|allowed_domain
+80|deny|malformed_http
+80|allow|allowed_domain
+80|deny|malformed_http
+443|deny|sni_not_allowed" "every inserted flow is denied"
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows a WHERE verdict = 'allow'
+    AND NOT EXISTS (SELECT 1 FROM flows d WHERE d.src_port = a.src_port
+    AND d.dst_port = a.dst_port AND d.id > a.id AND d.verdict = 'deny')")" 0 \
+    "each decoy's allow row is followed by its connection's denial"
 tb_assert_eq "$(tb_sql "SELECT reason, sni FROM flows ORDER BY id DESC LIMIT 1")" \
     "sni_not_allowed|b.test" "the bad-checksum control's row: the real SNI, refused"
 tb_assert_eq "$(tb_attacker_packet_count)" 0 "the attacker received nothing"

@@ -21,11 +21,13 @@ server's certificate comes back in clear and says which name it served):
   frag     the hello in one TCP segment sent as IP fragments of --frag-size
            bytes (DF clear); --only-first sends the first fragment only;
            --frag-overlap adds a fragment that rewrites the SNI as --sni2
-  insert   --trick md5|paws|badsum: a decoy first flight for --sni that the
-           server drops (a TCP-MD5 option it has no key for, a timestamp
-           older than the one it holds, a wrong checksum), then the real one
-           for --sni2 over the same sequence numbers; --http does it with
-           request heads instead of hellos
+  insert   --trick md5|paws|ackpaws|oldack|badsum: a decoy first flight for
+           --sni that the server drops (a TCP-MD5 option it has no key for,
+           a timestamp older than the one it holds, the same after a bare
+           ACK that raised it (one the gateway's kernel lets past sluiced),
+           an ACK number too old for the server, a wrong checksum), then the
+           real one for --sni2 over the same sequence numbers; --http does
+           it with request heads instead of hellos
   reuse    after the handshake, the client resets the connection and then
            sends one more bare ACK of it (a stray, reordered one): conntrack
            has seen the reset, but not as the last packet from this side,
@@ -153,6 +155,7 @@ class Conn:
                                 socket.IPPROTO_TCP)
         self.got = {}        # server payload by sequence number
         self.reset = False
+        self.win = 64240
 
     def close(self):
         subprocess.run(["iptables", "-w", "-D", "OUTPUT"] + self.rule,
@@ -168,7 +171,8 @@ class Conn:
 
     def segment(self, seq, flags, data=b"", opts=b"", badsum=False):
         return tcp_segment(self.src, self.dst, self.sport, self.dport, seq,
-                           self.rcv or 0, flags, opts, data, badsum=badsum)
+                           self.rcv or 0, flags, opts, data, win=self.win,
+                           badsum=badsum)
 
     def send_ip(self, l4, frag=0x4000, ident=None):
         pkt = ip_header(self.src, self.dst, 6, len(l4),
@@ -381,7 +385,12 @@ def main():
     ap.add_argument("--data", default="port reuse: the second connection\n")
     a = ap.parse_args()
 
-    c = Conn(a.dst, a.dport, timestamps=a.plan == "insert" and a.trick == "paws")
+    c = Conn(a.dst, a.dport, timestamps=a.plan == "insert" and
+             a.trick in ("paws", "ackpaws"))
+    if a.trick == "oldack":
+        # a small window: the server's limit for an old ACK is the
+        # largest window the client offered
+        c.win = 1024
     words = []
     try:
         hs = c.handshake()
@@ -446,6 +455,22 @@ def main():
                 c.ident = (c.ident + 1) & 0xFFFF or 1
                 c.send_ip(c.segment(c.isn + 1, PSH | ACK, first,
                                     c.ts_opt(c.tsval - 100000)))
+            elif a.trick == "ackpaws":
+                # a bare ACK (52 bytes: timestamps) raises the timestamp
+                # the server holds; the decoy's ordinary one is then too
+                # old for the server, and the real one is newer still
+                high = c.tsval + 0x40000000
+                c.send_ip(c.segment(c.isn + 1, ACK, opts=c.ts_opt(high)))
+                time.sleep(0.1)
+                c.send(0, first)
+                c.tsval = high
+            elif a.trick == "oldack":
+                # an ACK number further back than the window it offered:
+                # conntrack lets it by, the server drops the segment
+                rcv = c.rcv
+                c.rcv = (rcv - 5000) & 0xFFFFFFFF
+                c.send(0, first)
+                c.rcv = rcv
             elif a.trick == "badsum":
                 c.send(0, first, badsum=True)
             else:

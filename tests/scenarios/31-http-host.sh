@@ -132,7 +132,9 @@ acks=$(( $(ack_rules) - a0 ))
 q=$(( $(queued) - q0 ))
 echo "the download's connection: $acks bare ACKs passed in the kernel, $q packets queued"
 tb_check "its bare ACKs passed in the kernel ($acks)" [ "$acks" -ge 8 ]
-tb_check "sluiced was queued only its SYN, requests and end ($q packets, at most 6)" [ "$q" -le 6 ]
+# the server's packets come too until one acknowledges the request (those
+# it sent before sluiced saw that one are queued behind it: a few)
+tb_check "sluiced was queued only its SYN, requests, the server's first packets and end ($q packets, at most 12)" [ "$q" -le 12 ]
 sleep 0.3
 tb_assert_eq "$(grep -c '"GET /big.bin' "$TB_DIR/nginx.access.log")" 1 "nginx served big.bin"
 tb_assert_eq "$(grep -c '"GET /after' "$TB_DIR/nginx.access.log")" 0 "nginx never saw the request after it"
@@ -142,4 +144,33 @@ tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path FROM flows
 "allow|allowed_domain|plain.test|/big.bin
 deny|host_binding_mismatch|x.evil.test|/after" "their rows"
 tb_assert_eq "$(atk_app_bytes)" 0 "the attacker received no application byte"
+# an upload: bytes the server has not acknowledged yet are kept and
+# compared (16 KiB of them), so a sender faster than the server's ACKs has
+# its segments past them dropped and sends them again; 1 MB goes through,
+# and the request after them on the same connection is read and answered
+out=$(tb_in a timeout 60 "$TB_PY" - "$TB_ADDR_HTTPS" <<'EOF'
+import socket, sys, time
+n = 1000000  # under nginx's client_max_body_size (1 MiB)
+s = socket.create_connection((sys.argv[1], 80), timeout=20)
+t0 = time.time()
+s.sendall(b"POST /up HTTP/1.1\r\nHost: a.test\r\nContent-Length: %d\r\n\r\n" % n)
+chunk = bytes(range(256)) * 256
+sent = 0
+while sent < n:
+    sent += s.send(chunk[:n - sent])
+s.sendall(b"GET /after-up HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+print(out.count(b"HTTP/1.1 200"), "%.1fs" % (time.time() - t0))
+EOF
+)
+echo "the upload: $out"
+tb_assert_match "$out" "^2 " "1 MB uploaded on port 80, and the request after them answered"
+sleep 0.3
+tb_assert_eq "$(grep -c '"POST /up\|"GET /after-up' "$TB_DIR/nginx.access.log")" 2 \
+    "nginx answered the upload and the request after it"
 tb_done

@@ -78,4 +78,27 @@ EOF
 tb_wait_rows "SELECT count(*) FROM flows WHERE sandbox = '${P}-rst' AND dst_port = 443" 1 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE sandbox = '${P}-rst' AND dst_port = 443")" \
     "deny|hold_timeout" "a partial ClientHello then RST: deny, hold_timeout"
+# a server that never acknowledges the hello (its input drops every
+# segment with payload to 443): the decided hello went out under the verify
+# mark, and after 10 s without the server's ACK the connection is
+# forgotten (verify_expired); the client's next retransmission finds no
+# state and is refused, with its row
+verify_expired() {
+	tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["queue"]["verify_expired"])'
+}
+tb_in a dig +short a.test >/dev/null
+ip netns exec "$TB_NETNS_INET" iptables -I INPUT -p tcp --dport 443 -m length --length 100:65535 -j DROP
+v0=$(verify_expired)
+t0=$(tb_time_ms)
+out=$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni a.test --wait 20)
+t1=$(tb_time_ms)
+ip netns exec "$TB_NETNS_INET" iptables -D INPUT -p tcp --dport 443 -m length --length 100:65535 -j DROP
+tb_assert_eq "$out" "reset" "a hello the server never acknowledges: the connection is reset"
+tb_check "after the 10 s wait for the ACK ($((t1 - t0)) ms)" [ $((t1 - t0)) -ge 9900 ]
+tb_assert_eq "$(( $(verify_expired) - v0 ))" 1 "status counts it as verify_expired"
+tb_wait_rows "SELECT count(*) FROM flows WHERE sandbox = '${P}-a' AND reason = 'no_inspection_state'" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, ifnull(sni, '-') FROM flows WHERE sandbox = '${P}-a'
+    AND id > (SELECT max(id) FROM flows WHERE reason = 'hold_timeout' AND dst_port = 80) ORDER BY id")" \
+"allow|allowed_domain|a.test
+deny|no_inspection_state|-" "its rows: the hello's allow, then the refused retransmission"
 tb_done

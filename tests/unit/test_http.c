@@ -931,6 +931,70 @@ test_in_head_flag(void **state)
 	assert_string_equal(error, "bad method");
 }
 
+/* framing alone: a feed that stops where body or chunk data begins, and
+ * the opaque count that says how much of it follows */
+static void
+test_feed_framing(void **state)
+{
+	static const char cl[] =
+	    "POST /u HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\n"
+	    "hello"
+	    "GET /n HTTP/1.1\r\nHost: a.test\r\n\r\n";
+	static const char ch[] =
+	    "POST /c HTTP/1.1\r\nHost: a.test\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n"
+	    "4\r\nwxyz\r\n0\r\n\r\n"
+	    "GET /m HTTP/1.1\r\nHost: a.test\r\n\r\n";
+	struct nfq_http_head head;
+	const char *err;
+	size_t used, hl, off;
+
+	(void)state;
+	nfq_http_init(&stream);
+	hl = strlen(cl) - 5 - strlen("GET /n HTTP/1.1\r\nHost: a.test\r\n\r\n");
+	assert_int_equal(nfq_http_opaque(&stream), 0);
+	assert_int_equal(nfq_http_feed_framing(&stream, (const uint8_t *)cl,
+	    strlen(cl), &used, &head, &err), NFQ_HTTP_HEAD);
+	assert_int_equal(used, hl);
+	assert_string_equal(head.path, "/u");
+	/* at the body: nothing more is framing */
+	assert_int_equal(nfq_http_opaque(&stream), 5);
+	assert_int_equal(nfq_http_feed_framing(&stream,
+	    (const uint8_t *)cl + hl, strlen(cl) - hl, &used, &head, &err),
+	    NFQ_HTTP_NEED_MORE);
+	assert_int_equal(used, 0);
+	assert_int_equal(nfq_http_feed(&stream, (const uint8_t *)cl + hl, 5,
+	    &used, &head, &err), NFQ_HTTP_NEED_MORE);
+	assert_int_equal(used, 5);
+	assert_int_equal(nfq_http_opaque(&stream), 0);
+	assert_int_equal(nfq_http_feed_framing(&stream,
+	    (const uint8_t *)cl + hl + 5, strlen(cl) - hl - 5, &used, &head,
+	    &err), NFQ_HTTP_HEAD);
+	assert_string_equal(head.path, "/n");
+
+	/* chunked: the chunk line is framing, its data is not, and the CRLF
+	 * after it, the last chunk and the next head are again */
+	nfq_http_init(&stream);
+	assert_int_equal(nfq_http_feed_framing(&stream, (const uint8_t *)ch,
+	    strlen(ch), &used, &head, &err), NFQ_HTTP_HEAD);
+	off = used;
+	assert_int_equal(nfq_http_feed_framing(&stream,
+	    (const uint8_t *)ch + off, strlen(ch) - off, &used, &head, &err),
+	    NFQ_HTTP_NEED_MORE);
+	assert_int_equal(used, 3);			/* "4\r\n" */
+	off += used;
+	assert_int_equal(nfq_http_opaque(&stream), 4);
+	assert_int_equal(nfq_http_feed(&stream, (const uint8_t *)ch + off, 4,
+	    &used, &head, &err), NFQ_HTTP_NEED_MORE);
+	off += used;
+	assert_int_equal(nfq_http_opaque(&stream), 0);
+	assert_int_equal(nfq_http_feed_framing(&stream,
+	    (const uint8_t *)ch + off, strlen(ch) - off, &used, &head, &err),
+	    NFQ_HTTP_HEAD);
+	assert_string_equal(head.path, "/m");
+	assert_int_equal(off + used, strlen(ch));
+}
+
 int
 main(void)
 {
@@ -953,6 +1017,7 @@ main(void)
 		cmocka_unit_test(test_request_line),
 		cmocka_unit_test(test_leading_empty_line),
 		cmocka_unit_test(test_in_head_flag),
+		cmocka_unit_test(test_feed_framing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,10 +102,13 @@ test_tcp_payload_and_padding(void **state)
 	set_be16(p + 2, 46);
 	p[32] = 0x50;			/* data offset 5 */
 	p[33] = 0x18;			/* PSH|ACK */
+	memcpy(p + 28, "\x9a\xbc\xde\xf0", 4);	/* ack */
 	memcpy(p + 40, "GET / ", 6);
 	memset(p + 46, 0xee, 4);
 	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t), NFQ_PARSE_OK);
 	assert_int_equal(t.tcp_flags, 0x18);
+	assert_int_equal(t.tcp_seq, 0x12345678U);
+	assert_int_equal(t.tcp_ack, 0x9abcdef0U);
 	assert_ptr_equal(t.l4_payload, p + 40);
 	assert_int_equal(t.l4_len, 6);
 }

@@ -801,6 +801,48 @@ test_random_against_model(void **state)
 	run_random(0xfffff000U, 0x9e3779b9U, 3000);
 }
 
+/* agrees: stored bytes compared, nothing stored; bytes before base, past
+ * the stored ones or in a gap are not compared; wraps like add */
+static void
+test_agrees(void **state)
+{
+	static struct nfq_reasm r;
+	uint8_t buf[600];
+	const uint32_t base = 0xfffffe00U;	/* wraps inside the window */
+
+	(void)state;
+	nfq_reasm_init(&r, base);
+	assert_int_equal(add_true(&r, base, 300), NFQ_REASM_OK);
+	assert_int_equal(add_true(&r, base + 400, 100), NFQ_REASM_OK);
+
+	stream_fill(buf, base - 50, sizeof(buf));
+	assert_true(nfq_reasm_agrees(&r, base - 50, buf, sizeof(buf)));
+	/* one byte changed inside the stored ones, each part */
+	buf[50 + 299] ^= 1;
+	assert_false(nfq_reasm_agrees(&r, base - 50, buf, sizeof(buf)));
+	buf[50 + 299] ^= 1;
+	buf[50 + 450] ^= 0x80;
+	assert_false(nfq_reasm_agrees(&r, base - 50, buf, sizeof(buf)));
+	buf[50 + 450] ^= 0x80;
+	/* changed where nothing is stored: before base, in the gap, past
+	 * high */
+	buf[10] ^= 1;
+	buf[50 + 350] ^= 1;
+	buf[50 + 520] ^= 1;
+	assert_true(nfq_reasm_agrees(&r, base - 50, buf, sizeof(buf)));
+	/* entirely before, entirely past */
+	assert_true(nfq_reasm_agrees(&r, base - 50, buf, 50));
+	assert_true(nfq_reasm_agrees(&r, base + 500, buf, 10));
+	assert_true(nfq_reasm_agrees(&r, base + NFQ_REASM_MAX + 10, buf, 10));
+	/* a segment that starts inside and differs at its first byte */
+	stream_fill(buf, base + 299, 1);
+	buf[0] ^= 0xff;
+	assert_false(nfq_reasm_agrees(&r, base + 299, buf, 1));
+	/* nothing was stored by any of it */
+	assert_int_equal(r.contiguous, 300);
+	assert_int_equal(r.high, 500);
+}
+
 int
 main(void)
 {
@@ -822,6 +864,7 @@ main(void)
 		cmocka_unit_test(test_consume_then_old),
 		cmocka_unit_test(test_consume_clamped),
 		cmocka_unit_test(test_random_against_model),
+		cmocka_unit_test(test_agrees),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

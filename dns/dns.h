@@ -266,6 +266,16 @@ void dns_cache_stats(const struct dns_cache *c, struct dns_cache_stats *out);
  */
 #define DNS_PENDING_MAX		512	/* queries in flight upstream */
 #define DNS_TCP_MAX		64	/* client TCP connections */
+/*
+ * Connections beyond DNS_TCP_MAX are still accepted, up to
+ * DNS_TCP_REFUSE_MAX more at once for DNS_TCP_REFUSE_MS each: every query
+ * they send is answered REFUSED (never forwarded) and gets its request, as
+ * does the connection itself if it sends none. Beyond those, a connection
+ * is read once when accepted (what its client sent already), answered so,
+ * and closed.
+ */
+#define DNS_TCP_REFUSE_MAX	16
+#define DNS_TCP_REFUSE_MS	2000
 #define DNS_TCP_MSG_MAX		4096	/* a TCP query or answer we handle */
 #define DNS_UPSTREAM_MAX	8
 #define DNS_UPSTREAM_TRY_MS	1500	/* per upstream, then the next one */
@@ -288,6 +298,11 @@ struct dns_request {
 	uint16_t		 src_port;	/* host order */
 	uint32_t		 dst_addr;	/* the address it was sent to */
 	bool			 tcp;
+	/* Its TCP connection was one beyond DNS_TCP_MAX: it is never
+	 * forwarded (DNS_FORWARD is taken as DNS_ANSWER with REFUSED). With
+	 * perr DNS_PARSE_SHORT and no bytes, the request stands for a
+	 * connection that sent no query before it was closed. */
+	bool			 over_limit;
 	union {					/* the caller's, per request */
 		max_align_t	 align;
 		unsigned char	 bytes[1536];
@@ -311,6 +326,13 @@ struct dns_resolver_ops {
 			    struct dns_response *r, unsigned *rcode);
 	/* The request is over: rcode is what was sent, -1 if nothing. */
 	void		(*done)(void *arg, struct dns_request *req, int rcode);
+	/*
+	 * n queries were lost before they could become requests: the
+	 * kernel dropped them (the UDP socket's buffer was full while the
+	 * caller paused reading, or they failed its checks). Learnt from
+	 * the next datagram read (SO_RXQ_OVFL), and at close. May be NULL.
+	 */
+	void		(*lost)(void *arg, uint64_t n);
 };
 
 struct dns_resolver_stats {
@@ -318,6 +340,8 @@ struct dns_resolver_stats {
 	uint64_t	malformed, dropped, mismatched, tcp_conns;
 	uint64_t	cache_hits;	/* answered from the cache */
 	uint64_t	paused;		/* times reading queries was held off */
+	uint64_t	kernel_dropped;	/* UDP queries the kernel dropped (ops->lost) */
+	uint64_t	tcp_refused;	/* connections beyond DNS_TCP_MAX */
 	size_t		cache_entries, cache_capacity;	/* 0, 0: no cache */
 };
 
@@ -372,7 +396,8 @@ int dns_resolver_set_cache(struct dns_resolver *r, size_t entries);
  * While paused, new UDP queries are left in the socket's buffer (the
  * kernel's, 4 MiB) rather than read; what is in flight goes on, and TCP
  * is served as usual. The caller pauses while its log is behind, so that
- * a burst waits a few milliseconds instead of being refused.
+ * a burst waits a few milliseconds instead of being refused. What the
+ * buffer could not hold is reported to ops->lost when the pause ends.
  */
 void dns_resolver_pause(struct dns_resolver *r, bool paused);
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/errqueue.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
 #include <poll.h>
@@ -45,6 +46,14 @@
 
 #define NONE		(-1)
 
+/*
+ * Client connections: DNS_TCP_MAX served, then DNS_TCP_REFUSE_MAX whose
+ * queries are refused, then one more, used and closed within one accept,
+ * for a connection that finds every other slot taken.
+ */
+#define CONN_N		(DNS_TCP_MAX + DNS_TCP_REFUSE_MAX + 1)
+#define CONN_SPARE	(CONN_N - 1)
+
 enum slot_kind { K_UDP, K_TCP_LISTEN, K_CONN, K_UPSTREAM };
 
 struct pending {
@@ -72,7 +81,10 @@ struct upsock {
 struct conn {
 	bool		 used;
 	bool		 busy;		/* its query is upstream */
-	bool		 closing;	/* the client finished sending */
+	bool		 closing;	/* the client finished sending, or its
+					 * framing was lost: no more reads */
+	bool		 over_limit;	/* beyond DNS_TCP_MAX: refused */
+	uint32_t	 nreq;		/* requests made of its input */
 	int		 fd;
 	uint32_t	 gen;
 	uint32_t	 ifindex, local, peer;
@@ -93,12 +105,20 @@ union pktinfo_cmsg {
 	char		buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
 };
 
+/* What a datagram to the listener comes with: its pktinfo, and the
+ * kernel's count of datagrams the socket dropped (SO_RXQ_OVFL). */
+union rx_cmsg {
+	struct cmsghdr	align;
+	char		buf[CMSG_SPACE(sizeof(struct in_pktinfo)) +
+			    CMSG_SPACE(sizeof(uint32_t))];
+};
+
 /* Receive slots for recvmmsg, on the listener and the upstream sockets. */
 struct rx {
 	struct mmsghdr		 mm[RX_BATCH];
 	struct iovec		 iov[RX_BATCH];
 	struct sockaddr_in	 from[RX_BATCH];
-	union pktinfo_cmsg	 cmsg[RX_BATCH];
+	union rx_cmsg		 cmsg[RX_BATCH];
 	uint8_t			*buf;		/* RX_BATCH * RX_BUF */
 };
 
@@ -124,9 +144,9 @@ struct dns_resolver {
 	int				 due_head, due_tail; /* by deadline */
 	struct upsock			 ups[UPSOCK_N];	/* by upstream */
 	unsigned			 ups_next[DNS_UPSTREAM_MAX];
-	struct conn			*conns;		/* DNS_TCP_MAX */
+	struct conn			*conns;		/* CONN_N */
 	size_t				 nconns;
-	struct slot_ref			 map[2 + DNS_TCP_MAX + UPSOCK_N];
+	struct slot_ref			 map[2 + CONN_N + UPSOCK_N];
 	size_t				 nmap;
 	uint64_t			 now;
 	uint32_t			 next_gen;
@@ -139,6 +159,9 @@ struct dns_resolver {
 	struct dns_response		 resp;		/* one parsed response */
 	struct dns_cache		*cache;		/* NULL: none */
 	bool				 paused;	/* UDP queries wait */
+	uint32_t			 udp_drops;	/* the kernel's count of
+							 * datagrams the listener
+							 * dropped, as last seen */
 	struct dns_request		 scratch;	/* a query being handled */
 	uint8_t				 buf[65536];	/* build */
 };
@@ -168,7 +191,9 @@ listener(int type, uint32_t addr, uint16_t port, char *err, size_t errlen)
 	 */
 	/* A burst of queries from many sandboxes must not overflow the
 	 * default (~208 KiB) buffer: the kernel would drop them unanswered
-	 * and unlogged. Forced past rmem_max when we may, else best effort. */
+	 * and unlogged. Forced past rmem_max when we may, else best effort.
+	 * What still overflows it must at least be counted: SO_RXQ_OVFL
+	 * hands each datagram read the socket's count of drops so far. */
 	if (type == SOCK_DGRAM) {
 		int big = 4 << 20;
 
@@ -176,6 +201,12 @@ listener(int type, uint32_t addr, uint16_t port, char *err, size_t errlen)
 		    sizeof(big)) == -1)
 			(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big,
 			    sizeof(big));
+		if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on,
+		    sizeof(on)) == -1) {
+			set_err(err, errlen, "udp/53: SO_RXQ_OVFL");
+			close(fd);
+			return -1;
+		}
 	}
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == -1 ||
 	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) == -1 ||
@@ -216,7 +247,7 @@ dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
 	}
 	if ((r = calloc(1, sizeof(*r))) == NULL ||
 	    (r->pend = calloc(DNS_PENDING_MAX, sizeof(*r->pend))) == NULL ||
-	    (r->conns = calloc(DNS_TCP_MAX, sizeof(*r->conns))) == NULL ||
+	    (r->conns = calloc(CONN_N, sizeof(*r->conns))) == NULL ||
 	    (r->rx.buf = calloc(RX_BATCH, RX_BUF)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		if (r != NULL) {
@@ -236,7 +267,7 @@ dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
 	r->due_head = r->due_tail = NONE;
 	for (i = 0; i < UPSOCK_N; i++)
 		r->ups[i].fd = -1;
-	for (i = 0; i < DNS_TCP_MAX; i++)
+	for (i = 0; i < CONN_N; i++)
 		r->conns[i].fd = -1;
 	r->rnd_off = sizeof(r->rnd);
 	rx_init(&r->rx);
@@ -385,11 +416,13 @@ reply(struct dns_resolver *r, struct dns_request *req, int conn,
 	r->ops->done(r->arg, req, rcode);
 	/* idle is time spent waiting on the client: it starts again once
 	 * no query is outstanding, so that an answer that took longer than
-	 * the idle time is still sent */
+	 * the idle time is still sent (a refused connection's time is not
+	 * idle time: it ends when it ends) */
 	if (conn >= 0 && r->conns[conn].used &&
 	    r->conns[conn].gen == conn_gen) {
 		r->conns[conn].busy = false;
-		r->conns[conn].idle_deadline = r->now + DNS_TCP_IDLE_MS;
+		if (!r->conns[conn].over_limit)
+			r->conns[conn].idle_deadline = r->now + DNS_TCP_IDLE_MS;
 	}
 }
 
@@ -741,17 +774,18 @@ upsock_read(struct dns_resolver *r, int s, short revents)
 
 /* ---- queries ----------------------------------------------------------- */
 
+/*
+ * Parses the query msg into req. A framing error (TCP) makes it malformed
+ * even if its bytes parse: they are not the message the client framed.
+ */
 static void
-handle_query(struct dns_resolver *r, struct dns_request *req,
-    const uint8_t *msg, size_t len, int conn)
+parse_request(struct dns_resolver *r, struct dns_request *req,
+    const uint8_t *msg, size_t len, enum dns_parse_error framing)
 {
-	enum dns_action act;
-	unsigned rcode = DNS_R_SERVFAIL;
-	uint32_t gen = conn >= 0 ? r->conns[conn].gen : 0;
-	struct pending *p;
-
 	r->st.queries++;
 	req->perr = dns_parse_query(msg, len, &req->q);
+	if (req->perr == DNS_PARSE_OK)
+		req->perr = framing;
 	req->name_ok = req->perr == DNS_PARSE_OK &&
 	    dns_name_normalize(req->q.qname, strlen(req->q.qname), req->name,
 	    NULL);
@@ -759,6 +793,18 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 		req->name[0] = '\0';
 	if (req->perr != DNS_PARSE_OK)
 		r->st.malformed++;
+}
+
+static void
+handle_query(struct dns_resolver *r, struct dns_request *req,
+    const uint8_t *msg, size_t len, int conn, enum dns_parse_error framing)
+{
+	enum dns_action act;
+	unsigned rcode = DNS_R_SERVFAIL;
+	uint32_t gen = conn >= 0 ? r->conns[conn].gen : 0;
+	struct pending *p;
+
+	parse_request(r, req, msg, len, framing);
 	act = r->ops->query(r->arg, req, &rcode);
 	if (req->perr != DNS_PARSE_OK) {
 		reply(r, req, conn, gen, act == DNS_DROP ? -1 : DNS_R_FORMERR,
@@ -768,6 +814,10 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 	if (act == DNS_DROP) {
 		reply(r, req, conn, gen, -1, NULL, 0, NULL, 0);
 		return;
+	}
+	if (act == DNS_FORWARD && req->over_limit) {
+		act = DNS_ANSWER;
+		rcode = DNS_R_REFUSED;
 	}
 	if (act == DNS_ANSWER || !req->name_ok) {
 		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
@@ -801,6 +851,38 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 		upstream_next(r, p);
 }
 
+/*
+ * The kernel's count of datagrams the listener dropped was seen to be
+ * now: what it grew by since it was last seen is reported. The count is
+ * 32 bits and wraps; a datagram queued before the last drops seen carries
+ * an older count, which is not news.
+ */
+static void
+udp_drops_seen(struct dns_resolver *r, uint32_t now)
+{
+	uint32_t delta = now - r->udp_drops;
+
+	if (delta == 0 || delta > INT32_MAX)
+		return;
+	r->udp_drops = now;
+	r->st.kernel_dropped += delta;
+	if (r->ops->lost != NULL)
+		r->ops->lost(r->arg, delta);
+}
+
+/* The count as it is now, for drops no datagram read since reports: those
+ * of a pause, or at the end. */
+static void
+udp_drops_settle(struct dns_resolver *r)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mem);
+
+	if (r->udp_fd != -1 && getsockopt(r->udp_fd, SOL_SOCKET, SO_MEMINFO,
+	    mem, &len) == 0 && len > SK_MEMINFO_DROPS * sizeof(mem[0]))
+		udp_drops_seen(r, mem[SK_MEMINFO_DROPS]);
+}
+
 static void
 udp_read(struct dns_resolver *r)
 {
@@ -827,7 +909,16 @@ udp_read(struct dns_resolver *r)
 			req->src_port = ntohs(x->from[j].sin_port);
 			for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
 				struct in_pktinfo pi;
+				uint32_t drops;
 
+				if (cm->cmsg_level == SOL_SOCKET &&
+				    cm->cmsg_type == SO_RXQ_OVFL &&
+				    cm->cmsg_len >= CMSG_LEN(sizeof(drops))) {
+					memcpy(&drops, CMSG_DATA(cm),
+					    sizeof(drops));
+					udp_drops_seen(r, drops);
+					continue;
+				}
 				if (cm->cmsg_level != IPPROTO_IP ||
 				    cm->cmsg_type != IP_PKTINFO)
 					continue;
@@ -839,7 +930,8 @@ udp_read(struct dns_resolver *r)
 			 * a prefix so its id can still be answered */
 			if (len > DNS_TCP_MSG_MAX)
 				len = DNS_TCP_MSG_MAX;
-			handle_query(r, req, x->iov[j].iov_base, len, -1);
+			handle_query(r, req, x->iov[j].iov_base, len, -1,
+			    DNS_PARSE_OK);
 		}
 		if (n < RX_BATCH)
 			return;
@@ -848,11 +940,98 @@ udp_read(struct dns_resolver *r)
 
 /* ---- TCP clients ------------------------------------------------------- */
 
+/*
+ * The next message in c's input: its length (its bytes are at c->in + 2)
+ * and how many bytes of input it takes; 0 while it is not all there yet,
+ * unless at_end (no more input will come: what there is, is all). A
+ * length of 0 or beyond DNS_TCP_MSG_MAX, or a message the end cut short,
+ * is a framing error (*framing): nothing after it can be told apart from
+ * it, so it takes all the input there is.
+ */
+static size_t
+conn_next(const struct conn *c, bool at_end, size_t *len,
+    enum dns_parse_error *framing)
+{
+	size_t mlen;
+
+	*framing = DNS_PARSE_OK;
+	if (c->inlen >= 2) {
+		mlen = (size_t)c->in[0] << 8 | c->in[1];
+		if (mlen == 0 || mlen > DNS_TCP_MSG_MAX) {
+			*framing = mlen == 0 ? DNS_PARSE_SHORT :
+			    DNS_PARSE_TRAILING;
+			*len = c->inlen - 2;
+			return c->inlen;
+		}
+		if (c->inlen >= mlen + 2) {
+			*len = mlen;
+			return mlen + 2;
+		}
+	}
+	if (!at_end || c->inlen == 0)
+		return 0;
+	*framing = DNS_PARSE_SHORT;
+	*len = c->inlen < 2 ? 0 : c->inlen - 2;
+	return c->inlen;
+}
+
+/* A request from client i, its message still to be parsed. */
+static void
+conn_request(struct dns_resolver *r, int i, struct dns_request *req)
+{
+	struct conn *c = &r->conns[i];
+
+	memset(req, 0, offsetof(struct dns_request, user));
+	req->tcp = true;
+	req->over_limit = c->over_limit;
+	req->ifindex = c->ifindex;
+	req->src_addr = c->peer;
+	req->src_port = c->peer_port;
+	req->dst_addr = c->local;
+	c->nreq++;
+}
+
+/*
+ * Client i goes away before what it sent could be answered (a reset, its
+ * time ran out, the resolver closes): each query still in its input gets
+ * its request all the same, with nothing sent, and what is left of a
+ * message is a malformed one. A refused connection that sent no query at
+ * all gets one request for the attempt.
+ */
+static void
+conn_drain(struct dns_resolver *r, int i)
+{
+	struct conn *c = &r->conns[i];
+	struct dns_request *req = &r->scratch;
+	enum dns_parse_error framing;
+	uint8_t msg[DNS_TCP_MSG_MAX];
+	size_t mlen, take;
+	unsigned rcode = DNS_R_SERVFAIL;
+
+	while ((take = conn_next(c, true, &mlen, &framing)) > 0) {
+		conn_request(r, i, req);
+		memcpy(msg, c->in + 2, mlen);
+		memmove(c->in, c->in + take, c->inlen - take);
+		c->inlen -= take;
+		parse_request(r, req, msg, mlen, framing);
+		(void)r->ops->query(r->arg, req, &rcode);
+		r->ops->done(r->arg, req, -1);
+	}
+	if (c->over_limit && c->nreq == 0) {
+		conn_request(r, i, req);
+		req->perr = DNS_PARSE_SHORT;
+		(void)r->ops->query(r->arg, req, &rcode);
+		r->ops->done(r->arg, req, -1);
+	}
+}
+
 static void
 conn_close(struct dns_resolver *r, int i)
 {
 	struct conn *c = &r->conns[i];
 
+	if (c->used)
+		conn_drain(r, i);
 	if (c->fd != -1)
 		close(c->fd);
 	c->fd = -1;
@@ -860,6 +1039,8 @@ conn_close(struct dns_resolver *r, int i)
 		r->nconns--;
 	c->used = false;
 }
+
+static void conn_io(struct dns_resolver *r, int i, short revents);
 
 static void
 tcp_accept(struct dns_resolver *r)
@@ -873,20 +1054,19 @@ tcp_accept(struct dns_resolver *r)
 		socklen_t olen = sizeof(opts);
 		struct msghdr mh;
 		struct cmsghdr *cm;
-		struct conn *c = NULL;
+		struct conn *c;
 		int fd, i;
 
 		fd = accept4(r->tcp_fd, (struct sockaddr *)&peer, &plen,
 		    SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1)
 			return;
-		for (i = 0; i < DNS_TCP_MAX; i++)
-			if (!r->conns[i].used) {
-				c = &r->conns[i];
+		/* served slots first, then refused ones, then the spare */
+		for (i = 0; i < CONN_SPARE; i++)
+			if (!r->conns[i].used)
 				break;
-			}
-		if (c == NULL || getsockname(fd, (struct sockaddr *)&local,
-		    &llen) == -1) {
+		c = &r->conns[i];
+		if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1) {
 			r->st.dropped++;
 			close(fd);
 			continue;
@@ -917,6 +1097,24 @@ tcp_accept(struct dns_resolver *r)
 			}
 		}
 		r->st.tcp_conns++;
+		if (i < DNS_TCP_MAX)
+			continue;
+		/*
+		 * Beyond the bound: refused, but with a request for each query
+		 * (or for the attempt), so that it is on record. A refused
+		 * slot waits DNS_TCP_REFUSE_MS at most for the queries; the
+		 * spare takes what the client sent already, answers the first
+		 * and goes.
+		 */
+		c->over_limit = true;
+		c->idle_deadline = r->now + DNS_TCP_REFUSE_MS;
+		r->st.tcp_refused++;
+		if (i == CONN_SPARE) {
+			conn_io(r, i, POLLIN);
+			if (c->used)
+				conn_io(r, i, POLLOUT);
+			conn_close(r, i);
+		}
 	}
 }
 
@@ -925,32 +1123,25 @@ conn_process(struct dns_resolver *r, int i)
 {
 	struct conn *c = &r->conns[i];
 	struct dns_request *req = &r->scratch;
+	enum dns_parse_error framing;
 	uint8_t msg[DNS_TCP_MSG_MAX];
-	size_t mlen;
+	size_t mlen, take;
 
-	while (c->used && !c->busy && c->outlen == c->outoff && c->inlen >= 2) {
-		mlen = (size_t)c->in[0] << 8 | c->in[1];
-		if (mlen > DNS_TCP_MSG_MAX || mlen == 0) {
-			conn_close(r, i);
+	while (c->used && !c->busy && c->outlen == c->outoff && c->inlen > 0) {
+		if ((take = conn_next(c, c->closing, &mlen, &framing)) == 0)
 			return;
-		}
-		if (c->inlen < mlen + 2)
-			return;
-		memset(req, 0, offsetof(struct dns_request, user));
-		req->tcp = true;
-		req->ifindex = c->ifindex;
-		req->src_addr = c->peer;
-		req->src_port = c->peer_port;
-		req->dst_addr = c->local;
+		conn_request(r, i, req);
 		/* copy out: handling may queue an answer into this conn */
 		memcpy(msg, c->in + 2, mlen);
-		memmove(c->in, c->in + 2 + mlen, c->inlen - 2 - mlen);
-		c->inlen -= 2 + mlen;
-		handle_query(r, req, msg, mlen, i);
+		memmove(c->in, c->in + take, c->inlen - take);
+		c->inlen -= take;
+		/* framing lost: answered (FORMERR), then closed unread */
+		if (framing != DNS_PARSE_OK)
+			c->closing = true;
+		handle_query(r, req, msg, mlen, i, framing);
 	}
 }
 
-/* The client sent its last query and has every answer it will get. */
 static bool
 conn_finished(const struct conn *c)
 {
@@ -994,7 +1185,8 @@ conn_io(struct dns_resolver *r, int i, short revents)
 		n = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
 		if (n > 0) {
 			c->inlen += (size_t)n;
-			c->idle_deadline = r->now + DNS_TCP_IDLE_MS;
+			if (!c->over_limit)
+				c->idle_deadline = r->now + DNS_TCP_IDLE_MS;
 		} else if (n == 0) {
 			c->closing = true;	/* answers still go out */
 		} else if (errno != EAGAIN && errno != EINTR) {
@@ -1025,7 +1217,7 @@ dns_resolver_pollfds(struct dns_resolver *r, struct pollfd *pfd, size_t max)
 	r->map[n++] = (struct slot_ref){ K_UDP, 0 };
 	pfd[n] = (struct pollfd){ .fd = r->tcp_fd, .events = POLLIN };
 	r->map[n++] = (struct slot_ref){ K_TCP_LISTEN, 0 };
-	for (i = 0; i < DNS_TCP_MAX && n < max && r->nconns > 0; i++) {
+	for (i = 0; i < CONN_N && n < max && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
 		if (!c->used || conn_events(c) == 0)
@@ -1077,7 +1269,7 @@ dns_resolver_process(struct dns_resolver *r, const struct pollfd *pfd,
 	r->nmap = 0;
 	while (r->due_head != NONE && r->pend[r->due_head].deadline <= now_ms)
 		upstream_next(r, &r->pend[r->due_head]);
-	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++) {
+	for (i = 0; i < CONN_N && r->nconns > 0; i++) {
 		struct conn *c = &r->conns[i];
 
 		if (!c->used)
@@ -1104,7 +1296,7 @@ dns_resolver_timeout(const struct dns_resolver *r, uint64_t now_ms)
 		next = r->pend[r->due_head].deadline;
 	/* a busy connection waits on its query, whose deadline is above;
 	 * it is closed for idleness only once that is over */
-	for (i = 0; i < DNS_TCP_MAX && r->nconns > 0; i++)
+	for (i = 0; i < CONN_N && r->nconns > 0; i++)
 		if (r->conns[i].used && !r->conns[i].busy &&
 		    r->conns[i].idle_deadline < next)
 			next = r->conns[i].idle_deadline;
@@ -1140,9 +1332,10 @@ dns_resolver_close(struct dns_resolver *r)
 		}
 	for (i = 0; i < UPSOCK_N; i++)
 		upsock_close(&r->ups[i]);
-	for (i = 0; r->conns != NULL && i < DNS_TCP_MAX; i++)
+	for (i = 0; r->conns != NULL && i < CONN_N; i++)
 		if (r->conns[i].used)
 			conn_close(r, i);
+	udp_drops_settle(r);
 	if (r->udp_fd != -1)
 		close(r->udp_fd);
 	if (r->tcp_fd != -1)
@@ -1202,5 +1395,8 @@ dns_resolver_pause(struct dns_resolver *r, bool paused)
 {
 	if (paused && !r->paused)
 		r->st.paused++;
+	/* what a pause cost is known now, whether or not more comes */
+	if (!paused && r->paused)
+		udp_drops_settle(r);
 	r->paused = paused;
 }

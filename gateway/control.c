@@ -232,6 +232,16 @@ handle(struct gw *gw, json_t *req)
 		    "paused", (json_int_t)ds.paused,
 		    "bindings", (json_int_t)(gw->bindings ?
 		    dns_bindings_count(gw->bindings) : 0));
+		/* queries the kernel dropped unread (also in lost_records),
+		 * TCP connections beyond the bound (refused, with rows) */
+		if (o != NULL) {
+			json_t *dns = json_object_get(o, "dns");
+
+			json_object_set_new(dns, "kernel_dropped",
+			    json_integer((json_int_t)ds.kernel_dropped));
+			json_object_set_new(dns, "tcp_refused",
+			    json_integer((json_int_t)ds.tcp_refused));
+		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

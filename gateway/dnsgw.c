@@ -87,6 +87,13 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 		*rcode = DNS_R_SERVFAIL;
 		return DNS_ANSWER;
 	}
+	/* a TCP connection beyond the resolver's bound: its queries (or,
+	 * if it sent none, the connection) are refused, and on record */
+	if (req->over_limit) {
+		n->reason = "tcp_conn_limit";
+		*rcode = DNS_R_REFUSED;
+		return DNS_ANSWER;
+	}
 	if (req->perr != DNS_PARSE_OK) {
 		n->reason = "malformed";
 		return DNS_ANSWER;		/* FORMERR */
@@ -198,10 +205,21 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 	}
 }
 
+/* Queries the kernel dropped before the resolver read them: no row can
+ * say what they were, so they are counted in lost_records. */
+static void
+dns_lost(void *arg, uint64_t n)
+{
+	struct gw *gw = arg;
+
+	store_count_dns_dropped(gw->store, n);
+}
+
 static const struct dns_resolver_ops ops = {
 	.query = dns_query,
 	.response = dns_response,
 	.done = dns_done,
+	.lost = dns_lost,
 };
 
 int

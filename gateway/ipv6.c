@@ -16,6 +16,7 @@
  */
 #include <netinet/in.h>
 #include <linux/netfilter.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,16 +24,36 @@
 #include "gateway/log.h"
 #include "gateway/verdict.h"
 
-/* 16 bytes folded into the 32 bits a flow key has room for */
-static uint32_t
-fold(const uint8_t a[16])
-{
-	uint32_t h = 2166136261u;
-	int i;
+/*
+ * The two addresses (32 bytes) folded into the 64 bits a flow key has
+ * room for (its saddr and daddr). A table hit suppresses the row of an
+ * attempt for 30 s, so the fold must not be one a sandbox can aim: with
+ * an unkeyed hash it could pick a destination whose fold equals one it
+ * had just tried, and reach it with no row. SipHash under a key drawn
+ * once per process cannot be aimed, and both addresses in one 64-bit
+ * digest make a chance collision as rare as the table's own hash's.
+ */
+static struct dns_hash_key fold_key;
+static pthread_once_t fold_once = PTHREAD_ONCE_INIT;
 
-	for (i = 0; i < 16; i++)
-		h = (h ^ a[i]) * 16777619u;
-	return h;
+static void
+fold_key_init(void)
+{
+	dns_hash_key_new(&fold_key, &fold_key);
+}
+
+static void
+fold(const uint8_t saddr[16], const uint8_t daddr[16], uint32_t out[2])
+{
+	uint8_t both[32];
+	uint64_t h;
+
+	(void)pthread_once(&fold_once, fold_key_init);
+	memcpy(both, saddr, 16);
+	memcpy(both + 16, daddr, 16);
+	h = dns_siphash(&fold_key, both, sizeof(both));
+	out[0] = (uint32_t)h;
+	out[1] = (uint32_t)(h >> 32);
 }
 
 /*
@@ -65,6 +86,7 @@ gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 	struct nfq_tuple6 t;
 	struct nfq_flow_key key;
 	struct gw_decision d = { GW_DENY, GW_R_IPV6, NULL, NULL, "", 0 };
+	uint32_t folded[2];
 
 	if (nfq_packet6_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK) {
 		gw->pkt_errors++;
@@ -74,8 +96,9 @@ gw_ipv6_packet(struct gw *gw, const struct nfq_packet *pkt, uint64_t now)
 		return nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
 	memset(&key, 0, sizeof(key));
 	key.ifindex = pkt->indev;
-	key.saddr = fold(t.saddr);
-	key.daddr = fold(t.daddr);
+	fold(t.saddr, t.daddr, folded);
+	key.saddr = folded[0];
+	key.daddr = folded[1];
 	key.proto = t.proto;
 	key.sport = t.proto == IPPROTO_ICMPV6 ? t.icmp_type : t.sport;
 	key.dport = t.dport;

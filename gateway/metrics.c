@@ -416,6 +416,12 @@ gw_metrics_render(const struct gw_metrics *m,
 	one(&t, "sluice_dns_dropped_total", "counter",
 	    "DNS answers or connections the resolver had to drop.",
 	    st->dns.dropped);
+	one(&t, "sluice_dns_kernel_dropped_total", "counter",
+	    "UDP DNS queries the kernel dropped before the resolver read them "
+	    "(also in lost_records).", st->dns.kernel_dropped);
+	one(&t, "sluice_dns_tcp_refused_total", "counter",
+	    "DNS-over-TCP connections beyond the resolver's bound (refused, "
+	    "with rows).", st->dns.tcp_refused);
 	one(&t, "sluice_dns_bindings", "gauge",
 	    "Live DNS bindings (sandbox, address) -> name.", st->bindings);
 

@@ -232,6 +232,7 @@ static const char *const reason_names[STORE_LOST_REASONS] = {
 	[STORE_LOST_QUEUE_FULL] = "queue_full",
 	[STORE_LOST_INVALID] = "invalid",
 	[STORE_LOST_NO_MEMORY] = "no_memory",
+	[STORE_LOST_KERNEL_DROPPED] = "kernel_dropped",
 };
 
 struct store_db {

@@ -137,6 +137,14 @@ bool store_writable(struct store *s);
 /* Queue a DNS query record; as store_put_flow. */
 int store_put_dns(struct store *s, const struct store_dns *d);
 
+/*
+ * Counts n DNS queries that never became records because the kernel
+ * dropped them before sluiced read them (the resolver's socket was
+ * full): lost_records kind "dns", reason "kernel_dropped", written as
+ * refusals are. NULL-safe.
+ */
+void store_count_dns_dropped(struct store *s, uint64_t n);
+
 /* A sandbox was created (event "add") or deleted ("del"). */
 int store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
     const char *event, const char *ifname, const char *addr);

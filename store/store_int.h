@@ -23,6 +23,8 @@ enum store_lost_reason {
 	STORE_LOST_QUEUE_FULL,	/* ENOBUFS */
 	STORE_LOST_INVALID,	/* EINVAL: the caller's record was bad */
 	STORE_LOST_NO_MEMORY,	/* ENOMEM: a policy's text not copied */
+	STORE_LOST_KERNEL_DROPPED,	/* never reached sluiced: the kernel
+					 * dropped it (store_count_dns_dropped) */
 	STORE_LOST_REASONS
 };
 

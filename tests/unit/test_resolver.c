@@ -43,9 +43,12 @@
 static const char *env_skip;
 
 struct done_rec {
-	char	name[DNS_NAME_MAX + 1];
-	int	rcode;
-	bool	had_response;
+	char			name[DNS_NAME_MAX + 1];
+	int			rcode;
+	bool			had_response;
+	enum dns_parse_error	perr;
+	bool			over_limit;
+	uint16_t		id;
 };
 
 struct fixture {
@@ -61,6 +64,8 @@ struct fixture {
 	size_t			 nresponse;	/* response op calls */
 	bool			 edit;		/* response op: drop the last
 						 * record, TTLs to EDIT_TTL */
+	uint64_t		 lost;		/* the lost op's sum */
+	size_t			 nlost;		/* its calls */
 };
 
 #define EDIT_TTL	5
@@ -148,12 +153,26 @@ op_done(void *arg, struct dns_request *req, int rcode)
 	snprintf(d->name, sizeof(d->name), "%s", req->name);
 	d->rcode = rcode;
 	d->had_response = req->user.bytes[0];
+	d->perr = req->perr;
+	d->over_limit = req->over_limit;
+	d->id = req->q.id;
+}
+
+static void
+op_lost(void *arg, uint64_t n)
+{
+	struct fixture *fx = arg;
+
+	assert_true(n > 0);
+	fx->lost += n;
+	fx->nlost++;
 }
 
 static const struct dns_resolver_ops ops = {
 	.query = op_query,
 	.response = op_response,
 	.done = op_done,
+	.lost = op_lost,
 };
 
 static int
@@ -1539,6 +1558,353 @@ test_pause(void **state)
 	assert_int_equal(stats(fx).paused, 1);
 }
 
+/* ---- what gets a request: every query, every connection ------------- */
+
+/* Turns until the resolver has accepted n TCP connections in all. */
+static void
+accepted(struct fixture *fx, uint64_t n)
+{
+	int i;
+
+	for (i = 0; i < WAIT_MS / 5 && stats(fx).tcp_conns < n; i++)
+		turn(fx, 5);
+	assert_int_equal(stats(fx).tcp_conns, n);
+}
+
+/* Reads a raw answer's header (no question needed: a FORMERR has none);
+ * false if none came. */
+static bool
+tcp_header(struct fixture *fx, int fd, uint16_t *id, unsigned *rcode)
+{
+	uint8_t buf[2 + DNS_TCP_MSG_MAX];
+	size_t len;
+
+	if (!tcp_read(fx, fd, buf, 2))
+		return false;
+	len = (size_t)buf[0] << 8 | buf[1];
+	assert_true(len >= DNS_HDR_LEN);
+	if (!tcp_read(fx, fd, buf + 2, len))
+		return false;
+	assert_true(buf[2 + 2] & 0x80);		/* QR */
+	*id = (uint16_t)(buf[2] << 8 | buf[3]);
+	*rcode = buf[2 + 3] & 0x0f;
+	return true;
+}
+
+/* Turns until n requests are done (or WAIT_MS). */
+static void
+done_count(struct fixture *fx, size_t n)
+{
+	int i;
+
+	for (i = 0; i < WAIT_MS / 5 && fx->ndone < n; i++)
+		turn(fx, 5);
+	assert_int_equal(fx->ndone, n);
+}
+
+/*
+ * Connections beyond DNS_TCP_MAX are refused, but never silently: a
+ * query on one is answered REFUSED (not asked upstream) and has its
+ * request, marked over_limit; one that sends nothing has a request of its
+ * own (no message, nothing sent) when its DNS_TCP_REFUSE_MS run out. When
+ * even the refused slots are taken, a connection is read once, its query
+ * answered and the connection closed; a silent one again has a request.
+ */
+static void
+test_tcp_over_limit(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	int fds[DNS_TCP_MAX], refused[DNS_TCP_REFUSE_MAX], over, spare, i;
+	size_t base;
+
+	NEED_ENV(state);
+	for (i = 0; i < DNS_TCP_MAX; i++)
+		fds[i] = tcp_client();
+	accepted(fx, DNS_TCP_MAX);
+	assert_int_equal(stats(fx).tcp_refused, 0);
+
+	/* the first one beyond: its query is refused, on record */
+	over = tcp_client();
+	tcp_ask(over, 65, "over.test");
+	assert_true(tcp_answer(fx, over, &resp));
+	assert_int_equal(resp.id, 65);
+	assert_int_equal(resp.rcode, DNS_R_REFUSED);
+	assert_string_equal(resp.qname, "over.test");
+	assert_int_equal(fx->ndone, 1);
+	assert_string_equal(fx->done[0].name, "over.test");
+	assert_int_equal(fx->done[0].rcode, DNS_R_REFUSED);
+	assert_true(fx->done[0].over_limit);
+	assert_int_equal(fx->done[0].perr, DNS_PARSE_OK);
+	assert_upstreams_quiet(fx);
+	assert_int_equal(stats(fx).tcp_refused, 1);
+	assert_int_equal(stats(fx).dropped, 0);
+	/* its client closes: so does the resolver, without another request */
+	assert_int_equal(shutdown(over, SHUT_WR), 0);
+	assert_tcp_closed(fx, over);
+	close(over);
+	assert_int_equal(fx->ndone, 1);
+
+	/* the refused slots, taken by clients that say nothing */
+	for (i = 0; i < DNS_TCP_REFUSE_MAX; i++)
+		refused[i] = tcp_client();
+	accepted(fx, DNS_TCP_MAX + 1 + DNS_TCP_REFUSE_MAX);
+	assert_int_equal(fx->ndone, 1);
+
+	/* every slot taken: what the client sent already is answered */
+	spare = tcp_client();
+	tcp_ask(spare, 66, "spare.test");
+	assert_true(tcp_answer(fx, spare, &resp));
+	assert_int_equal(resp.id, 66);
+	assert_int_equal(resp.rcode, DNS_R_REFUSED);
+	assert_tcp_closed(fx, spare);
+	close(spare);
+	assert_int_equal(fx->ndone, 2);
+	assert_string_equal(fx->done[1].name, "spare.test");
+	assert_int_equal(fx->done[1].rcode, DNS_R_REFUSED);
+	assert_true(fx->done[1].over_limit);
+	/* ... and a client that sent nothing yet has its attempt recorded */
+	spare = tcp_client();
+	assert_tcp_closed(fx, spare);
+	close(spare);
+	assert_int_equal(fx->ndone, 3);
+	assert_string_equal(fx->done[2].name, "");
+	assert_int_equal(fx->done[2].rcode, -1);
+	assert_int_equal(fx->done[2].perr, DNS_PARSE_SHORT);
+	assert_true(fx->done[2].over_limit);
+
+	/* the silent refused ones: their time runs out, each on record */
+	turn(fx, 0);
+	assert_int_equal(fx->ndone, 3);
+	fx->now += DNS_TCP_REFUSE_MS;
+	turn(fx, 0);
+	base = 3;
+	assert_int_equal(fx->ndone, base + DNS_TCP_REFUSE_MAX);
+	for (i = 0; i < DNS_TCP_REFUSE_MAX; i++) {
+		assert_true(fx->done[base + (size_t)i].over_limit);
+		assert_int_equal(fx->done[base + (size_t)i].rcode, -1);
+		assert_int_equal(fx->done[base + (size_t)i].perr,
+		    DNS_PARSE_SHORT);
+		assert_tcp_closed(fx, refused[i]);
+		close(refused[i]);
+	}
+	assert_int_equal(stats(fx).tcp_refused, 3 + DNS_TCP_REFUSE_MAX);
+	assert_int_equal(stats(fx).queries, 2);
+
+	/* the served connections were never disturbed, and with one gone
+	 * the next connection is served again */
+	tcp_ask(fds[0], 67, "local.test");
+	assert_true(tcp_answer(fx, fds[0], &resp));
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	close(fds[0]);
+	turn(fx, ABSENT_MS);
+	fds[0] = tcp_client();
+	tcp_ask(fds[0], 68, "local.test");
+	assert_true(tcp_answer(fx, fds[0], &resp));
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	assert_false(fx->done[fx->ndone - 1].over_limit);
+	for (i = 0; i < DNS_TCP_MAX; i++)
+		close(fds[i]);
+	assert_upstreams_quiet(fx);
+}
+
+/* Writes len bytes to a new TCP client and returns it. */
+static int
+tcp_send_raw(const uint8_t *msg, size_t len)
+{
+	int fd = tcp_client();
+
+	assert_int_equal(write(fd, msg, len), (ssize_t)len);
+	return fd;
+}
+
+/*
+ * Framing a query cannot be read by has a request all the same (a
+ * malformed one), answered FORMERR where the client can still read, and
+ * the connection is closed: a length of 0, a length beyond what the
+ * resolver takes, a message the client's end cut short. Queries behind
+ * one upstream when the client resets, and a message cut short by a
+ * reset or by the idle time, have theirs too, with nothing sent.
+ */
+static void
+test_tcp_bad_framing(void **state)
+{
+	struct fixture *fx = *state;
+	uint8_t msg[1024];
+	struct upq u;
+	unsigned rcode;
+	uint16_t id;
+	size_t len, l2;
+	int fd;
+
+	NEED_ENV(state);
+	/* a length of 0 */
+	memset(msg, 0, sizeof(msg));
+	fd = tcp_send_raw(msg, 2);
+	assert_true(tcp_header(fx, fd, &id, &rcode));
+	assert_int_equal(rcode, DNS_R_FORMERR);
+	assert_tcp_closed(fx, fd);
+	close(fd);
+	assert_int_equal(fx->ndone, 1);
+	assert_int_equal(fx->done[0].rcode, DNS_R_FORMERR);
+	assert_int_not_equal(fx->done[0].perr, DNS_PARSE_OK);
+	assert_false(fx->done[0].over_limit);
+
+	/* a length beyond DNS_TCP_MSG_MAX, before a query that would parse:
+	 * not forwarded, answered FORMERR with its id */
+	len = tcp_query(msg, sizeof(msg), 0x1234, "big.test");
+	msg[0] = (uint8_t)((DNS_TCP_MSG_MAX + 1) >> 8);
+	msg[1] = (uint8_t)(DNS_TCP_MSG_MAX + 1);
+	fd = tcp_send_raw(msg, len);
+	assert_true(tcp_header(fx, fd, &id, &rcode));
+	assert_int_equal(id, 0x1234);
+	assert_int_equal(rcode, DNS_R_FORMERR);
+	assert_tcp_closed(fx, fd);
+	close(fd);
+	assert_int_equal(fx->ndone, 2);
+	assert_int_equal(fx->done[1].rcode, DNS_R_FORMERR);
+	assert_int_equal(fx->done[1].perr, DNS_PARSE_TRAILING);
+	assert_string_equal(fx->done[1].name, "");
+	assert_upstreams_quiet(fx);
+
+	/* a length longer than what comes before the client's end */
+	len = tcp_query(msg, sizeof(msg), 0x2345, "cut.test");
+	msg[1] = (uint8_t)(msg[1] + 10);
+	fd = tcp_send_raw(msg, len);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_true(tcp_header(fx, fd, &id, &rcode));
+	assert_int_equal(id, 0x2345);
+	assert_int_equal(rcode, DNS_R_FORMERR);
+	assert_tcp_closed(fx, fd);
+	close(fd);
+	assert_int_equal(fx->ndone, 3);
+	assert_int_equal(fx->done[2].perr, DNS_PARSE_SHORT);
+	assert_int_equal(fx->done[2].rcode, DNS_R_FORMERR);
+	assert_upstreams_quiet(fx);
+
+	/* a query upstream, one behind it and half of a third; then a
+	 * reset: the second and the half are on record at once, the first
+	 * when its answer finds the client gone */
+	len = tcp_query(msg, sizeof(msg), 1, "first.test");
+	len += tcp_query(msg + len, sizeof(msg) - len, 2, "second.test");
+	l2 = tcp_query(msg + len, sizeof(msg) - len, 3, "third.test");
+	len += l2 / 2;
+	fd = tcp_send_raw(msg, len);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	assert_string_equal(u.q.qname, "first.test");
+	turn(fx, ABSENT_MS);
+	assert_int_equal(fx->ndone, 3);
+	tcp_reset(fd);
+	done_count(fx, 5);
+	assert_string_equal(fx->done[3].name, "second.test");
+	assert_int_equal(fx->done[3].rcode, -1);
+	assert_int_equal(fx->done[3].perr, DNS_PARSE_OK);
+	assert_string_equal(fx->done[4].name, "");
+	assert_int_equal(fx->done[4].rcode, -1);
+	assert_int_equal(fx->done[4].perr, DNS_PARSE_SHORT);
+	upstream_reply(fx->up[0], &u, u.q.id, NULL, 0, "192.0.2.1");
+	done_count(fx, 6);
+	assert_string_equal(fx->done[5].name, "first.test");
+	assert_int_equal(fx->done[5].rcode, -1);
+	/* only the first went upstream */
+	assert_upstreams_quiet(fx);
+
+	/* half a length prefix, then silence until the idle time is up */
+	fd = tcp_send_raw(msg, 1);
+	turn(fx, ABSENT_MS);	/* accepted */
+	turn(fx, ABSENT_MS);	/* read */
+	assert_int_equal(fx->ndone, 6);
+	fx->now += DNS_TCP_IDLE_MS;
+	turn(fx, 0);
+	assert_int_equal(fx->ndone, 7);
+	assert_int_equal(fx->done[6].perr, DNS_PARSE_SHORT);
+	assert_int_equal(fx->done[6].rcode, -1);
+	assert_tcp_closed(fx, fd);
+	close(fd);
+	assert_int_equal(stats(fx).malformed, 5);
+}
+
+/*
+ * While the resolver does not read (paused, or its loop busy), queries
+ * beyond the UDP socket's buffer are dropped by the kernel. Each one is
+ * counted (ops->lost, kernel_dropped): learnt from the next datagram
+ * read, and at the end of a pause. Nothing is counted twice: every query
+ * sent is a request or a loss.
+ */
+#define FLOOD_N	20000
+
+static void
+flood(struct fixture *fx, uint16_t first)
+{
+	int i;
+
+	for (i = 0; i < FLOOD_N; i++)
+		client_ask(fx, (uint16_t)(first + i), "local.test", DNS_T_A);
+}
+
+/* Turns until the resolver has read every query waiting. */
+static void
+drain_queries(struct fixture *fx)
+{
+	uint64_t before;
+	int quiet = 0;
+
+	while (quiet < 3) {
+		before = stats(fx).queries;
+		turn(fx, 10);
+		quiet = stats(fx).queries == before ? quiet + 1 : 0;
+	}
+}
+
+static void
+test_udp_overflow(void **state)
+{
+	struct fixture *fx = *state;
+	uint64_t read1, dropped1;
+
+	NEED_ENV(state);
+	fx->answer_locally = true;
+	/* not read while they come: the loop is elsewhere */
+	flood(fx, 0);
+	drain_queries(fx);
+	read1 = stats(fx).queries;
+	assert_true(read1 > 0 && read1 < FLOOD_N);
+	/* nothing read was queued after a drop: not known yet */
+	assert_int_equal(stats(fx).kernel_dropped, 0);
+	/* the next datagram says how many there were */
+	client_ask(fx, 1, "local.test", DNS_T_A);
+	drain_queries(fx);
+	assert_int_equal(stats(fx).queries, read1 + 1);
+	assert_int_equal(stats(fx).kernel_dropped, FLOOD_N - read1);
+	assert_int_equal(fx->lost, FLOOD_N - read1);
+	assert_int_equal(fx->nlost, 1);
+	dropped1 = FLOOD_N - read1;
+
+	/* paused: known when the pause ends, before anything is read */
+	dns_resolver_pause(fx->r, true);
+	flood(fx, 0);
+	turn(fx, 10);
+	assert_int_equal(stats(fx).queries, read1 + 1);
+	dns_resolver_pause(fx->r, false);
+	assert_true(stats(fx).kernel_dropped > dropped1);
+	assert_int_equal(fx->lost, stats(fx).kernel_dropped);
+	drain_queries(fx);
+	/* and the datagrams read after it, queued before, add nothing */
+	assert_int_equal(stats(fx).queries + stats(fx).kernel_dropped,
+	    2 * FLOOD_N + 1);
+	assert_int_equal(fx->lost, stats(fx).kernel_dropped);
+	assert_int_equal(fx->nlost, 2);
+
+	/* closing with drops no datagram told of: counted then */
+	dns_resolver_pause(fx->r, true);
+	dropped1 = stats(fx).kernel_dropped;
+	flood(fx, 0);
+	dns_resolver_close(fx->r);
+	fx->r = NULL;
+	assert_true(fx->lost > dropped1);
+	assert_int_equal(fx->nlost, 3);
+}
+
 #define T(f)	cmocka_unit_test_setup_teardown(f, fixture_setup, \
 		    fixture_teardown)
 
@@ -1567,6 +1933,9 @@ main(void)
 		T(test_cache_set),
 		T(test_cache_edit),
 		T(test_pause),
+		T(test_tcp_over_limit),
+		T(test_tcp_bad_framing),
+		T(test_udp_overflow),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

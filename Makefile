@@ -170,6 +170,13 @@ $(B)/connbench: tests/bench/connbench.c
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
 
+# The log writer alone: rows through store.h, the writer thread's CPU per
+# row (see the file's head for its arguments). Not part of `make bench`.
+$(B)/storebench: tests/bench/storebench.c $(B)/libsluice.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libsluice.a $(LIBS)
+
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all $(B)/connbench
 	$(Q)SLUICED=$(abspath $(B))/sluiced SLUICE=$(abspath $(B))/sluice \

@@ -2359,6 +2359,61 @@ test_runs_of_one_kind(void **state)
 	    " WHERE name = 'task-r'"), 1);
 }
 
+/*
+ * A record that fails inside a run of eight (one multi-row INSERT, OR
+ * FAIL: the run's first rows stay until the end of the statement) takes
+ * the whole batch back with it, and the same batch goes in whole once it
+ * can: store_db_write is all or nothing. A NULL verdict is what no
+ * store_put_* lets through; the NOT NULL is the constraint left to fail.
+ */
+static void
+test_failed_run_rolls_back(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_rec recs[24];
+	struct store_lost lost;
+	struct store_db *d;
+	char err[512] = "";
+	int i;
+
+	memset(&lost, 0, sizeof(lost));
+	lost.n[STORE_REC_DNS][STORE_LOST_QUEUE_FULL] = 3;
+	for (i = 0; i < 24; i++) {
+		memset(&recs[i], 0, sizeof(recs[i]));
+		if (i < 8) {
+			recs[i].kind = STORE_REC_FLOW;
+			make_flow(&recs[i].u.flow, 1000 + i, i);
+		} else {
+			recs[i].kind = STORE_REC_DNS;
+			make_dns(&recs[i].u.dns, 1000 + i);
+			recs[i].u.dns.src_port = i;
+		}
+	}
+	recs[13].u.dns.verdict = NULL;	/* the sixth of the run 8..15 */
+
+	if ((d = store_db_open(fx->path, err, sizeof(err))) == NULL)
+		fail_msg("store_db_open: %s", err);
+	assert_int_equal(store_db_write(d, recs, 24, &lost, 5000), -1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " lost_records"), 0);
+
+	recs[13].u.dns.verdict = "deny";
+	assert_int_equal(store_db_write(d, recs, 24, &lost, 5000), 0);
+	store_db_close(d);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE id = ts - 999 AND dst_port = ts - 1000"), 8);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE id = ts - 1007 AND src_port = ts - 1000"), 16);
+	assert_int_equal(path_count(fx->path, "SELECT src_port FROM"
+	    " dns_queries WHERE verdict = 'deny'"), 13);
+	assert_int_equal(path_count(fx->path, "SELECT sum(count) FROM"
+	    " lost_records WHERE kind = 'dns' AND reason = 'queue_full'"), 3);
+}
+
 /* A flow with every string as long as it may be: its packed entry is the
  * largest there is. */
 static void
@@ -3525,6 +3580,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_upgrade_chain_to_v4_is_one_transaction, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_failed_run_rolls_back,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flow_end, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_flow_end_refused, setup,

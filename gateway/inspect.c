@@ -17,7 +17,7 @@
 #define TH_RST	0x04
 #define TH_ACK	0x10
 
-#define GW_KEPT_RANGES	64
+#define GW_KEPT_RANGES	128
 #define GW_KEPT_BYTES	NFQ_REASM_MAX
 
 enum hold_kind { HOLD_TLS = GW_INSPECT_TLS, HOLD_HTTP = GW_INSPECT_HTTP };
@@ -52,8 +52,10 @@ struct hold {
 	bool			 verifying;	/* TLS: the hello went out, and
 						 * the server has not yet
 						 * acknowledged all of it */
-	uint32_t		 sent_end;	/* TLS: the sequence number after
-						 * the last byte let out */
+	uint32_t		 sent_end;	/* the sequence number after the
+						 * last byte let out (HTTP: once
+						 * http_sent) */
+	bool			 http_sent;
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
 	 * the server has not acknowledged yet, in stream order; ranges
 	 * that touch are one */
@@ -64,6 +66,8 @@ struct hold {
 	size_t			 nkr;
 	uint8_t			*kept;		/* their bytes, back to back */
 	size_t			 kept_len;
+	size_t			 kept_cap;	/* grows to GW_KEPT_BYTES: a
+						 * head is mostly far smaller */
 	bool			 paused;	/* HTTP: reading stopped until
 						 * the server acknowledges some */
 	bool			 fin;		/* HTTP: the client closed with
@@ -450,8 +454,19 @@ kept_add(struct hold *h, uint32_t seq, const uint8_t *data, size_t len)
 
 	if (len == 0)
 		return 0;
-	if (h->kept == NULL && (h->kept = malloc(GW_KEPT_BYTES)) == NULL)
-		return -1;
+	if (h->kept_len + len > h->kept_cap) {
+		size_t cap = h->kept_cap != 0 ? h->kept_cap : 1024;
+		uint8_t *p;
+
+		while (cap < h->kept_len + len)
+			cap *= 2;
+		if (cap > GW_KEPT_BYTES)
+			cap = GW_KEPT_BYTES;
+		if ((p = realloc(h->kept, cap)) == NULL)
+			return -1;
+		h->kept = p;
+		h->kept_cap = cap;
+	}
 	memcpy(h->kept + h->kept_len, data, len);
 	h->kept_len += len;
 	if (last != NULL && last->seq + last->len == seq) {
@@ -489,17 +504,23 @@ kept_agrees(const struct hold *h, uint32_t seq, const uint8_t *data,
 	return true;
 }
 
-/* The server has acknowledged every byte before ack: the ranges wholly
- * before it go. */
+/* The server has acknowledged every byte before ack: those bytes go, the
+ * ranges wholly before it and the front of one it ends inside. */
 static void
 kept_ack(struct hold *h, uint32_t ack)
 {
 	size_t n = 0, bytes = 0;
+	uint32_t cut;
 
 	while (n < h->nkr &&
 	    (int32_t)(ack - (h->kr[n].seq + h->kr[n].len)) >= 0)
 		bytes += h->kr[n++].len;
-	if (n == 0)
+	if (n < h->nkr && (cut = ack - h->kr[n].seq) < h->kr[n].len) {
+		bytes += cut;
+		h->kr[n].seq += cut;
+		h->kr[n].len -= cut;
+	}
+	if (bytes == 0)
 		return;
 	memmove(h->kr, h->kr + n, (h->nkr - n) * sizeof(h->kr[0]));
 	h->nkr -= n;
@@ -616,8 +637,15 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 			continue;
 		}
 		if ((room = kept_room(h, seq + (uint32_t)off)) == 0) {
-			h->paused = true;
-			break;
+			/* wait for the server's ACK, if one can free some:
+			 * the first range went out whole; else none will */
+			if (h->http_sent && (int32_t)(h->sent_end -
+			    (h->kr[0].seq + h->kr[0].len)) >= 0) {
+				h->paused = true;
+				break;
+			}
+			deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
+			return -1;
 		}
 		st = nfq_http_feed_framing(h->http, data + off,
 		    room < len - off ? room : len - off, &used, &head, &error);
@@ -719,6 +747,10 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	 * here until it has acknowledged their framing.
 	 */
 	if (!h->paused && !nfq_http_in_head(h->http)) {
+		if (h->nids > 0) {
+			h->sent_end = r->base + (uint32_t)r->high;
+			h->http_sent = true;
+		}
 		release(gw, h, hold_mark(h));
 		h->deadline = 0;
 	} else if (h->nids > 0 && h->deadline == 0)

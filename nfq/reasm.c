@@ -61,25 +61,40 @@ nfq_reasm_init(struct nfq_reasm *r, uint32_t base)
 	memset(r->have, 0, sizeof(r->have));
 }
 
+/*
+ * The part of a segment at seq from base on, as an offset into data[]:
+ * bytes before base were consumed, and there is nothing left to compare
+ * them with. False when nothing is left.
+ */
+static bool
+reasm_clip(const struct nfq_reasm *r, uint32_t seq, const uint8_t **data,
+    size_t *len, uint32_t *off)
+{
+	uint32_t behind;
+
+	*off = seq - r->base;
+	if (*off >= REASM_BEHIND) {
+		behind = 0U - *off;
+		if (*len <= behind)
+			return false;
+		*data += behind;
+		*len -= behind;
+		*off = 0;
+	}
+	return true;
+}
+
 enum nfq_reasm_result
 nfq_reasm_add(struct nfq_reasm *r, uint32_t seq, const uint8_t *data,
     size_t len)
 {
-	uint32_t off = seq - r->base, behind;
+	uint32_t off;
 	size_t i, end;
 
 	if (len == 0)
 		return NFQ_REASM_OK;
-	if (off >= REASM_BEHIND) {
-		/* Bytes before base were consumed: there is nothing left to
-		 * compare them with, so only the rest of the segment counts. */
-		behind = 0U - off;
-		if (len <= behind)
-			return NFQ_REASM_OLD;
-		data += behind;
-		len -= behind;
-		off = 0;
-	}
+	if (!reasm_clip(r, seq, &data, &len, &off))
+		return NFQ_REASM_OLD;
 	/* All or nothing: a partly stored segment would leave the stream's
 	 * bytes up to the sender's choice of where to cut. */
 	if (off >= NFQ_REASM_MAX || len > NFQ_REASM_MAX - off)
@@ -106,18 +121,11 @@ bool
 nfq_reasm_agrees(const struct nfq_reasm *r, uint32_t seq,
     const uint8_t *data, size_t len)
 {
-	uint32_t off = seq - r->base, behind;
+	uint32_t off;
 	size_t i, end;
 
-	if (off >= REASM_BEHIND) {
-		behind = 0U - off;
-		if (len <= behind)
-			return true;
-		data += behind;
-		len -= behind;
-		off = 0;
-	}
-	if (off >= r->high)
+	if (len == 0 || !reasm_clip(r, seq, &data, &len, &off) ||
+	    off >= r->high)
 		return true;
 	end = len < r->high - off ? off + len : r->high;
 	for (i = off; i < end; i++)

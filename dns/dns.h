@@ -274,6 +274,9 @@ void dns_cache_stats(const struct dns_cache *c, struct dns_cache_stats *out);
  * is read once when accepted (what its client sent already), answered so,
  * and closed.
  */
+#define DNS_TCP_PER_CLIENT	16	/* of DNS_TCP_MAX, for one ingress
+					 * interface (a sandbox); its next
+					 * connections are refused so */
 #define DNS_TCP_REFUSE_MAX	16
 #define DNS_TCP_REFUSE_MS	2000
 #define DNS_TCP_MSG_MAX		4096	/* a TCP query or answer we handle */
@@ -391,6 +394,11 @@ int dns_resolver_set_upstreams(struct dns_resolver *r,
  * and keeps the cache it had if a new one cannot be made.
  */
 int dns_resolver_set_cache(struct dns_resolver *r, size_t entries);
+
+/* Served TCP connections one ingress interface may hold at once (default
+ * DNS_TCP_PER_CLIENT; 0: no bound but DNS_TCP_MAX); its connections
+ * beyond are refused like those beyond DNS_TCP_MAX. */
+void dns_resolver_set_tcp_per_client(struct dns_resolver *r, size_t n);
 
 /*
  * While paused, new UDP queries are left in the socket's buffer (the

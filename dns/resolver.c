@@ -158,6 +158,10 @@ struct dns_resolver {
 	uint16_t			 by_id[65536];	/* upstream id -> slot + 1 */
 	struct dns_response		 resp;		/* one parsed response */
 	struct dns_cache		*cache;		/* NULL: none */
+	size_t				 tcp_per_client;	/* served
+						 * connections one ingress
+						 * interface may hold; 0: no
+						 * bound but DNS_TCP_MAX */
 	bool				 paused;	/* UDP queries wait */
 	uint32_t			 udp_drops;	/* the kernel's count of
 							 * datagrams the listener
@@ -259,6 +263,7 @@ dns_resolver_open(uint32_t addr, uint16_t port, const uint32_t *upstreams,
 	}
 	r->udp_fd = r->tcp_fd = -1;
 	r->free_head = NONE;
+	r->tcp_per_client = DNS_TCP_PER_CLIENT;
 	for (i = DNS_PENDING_MAX; i-- > 0; ) {
 		r->pend[i].sock = NONE;
 		r->pend[i].next = r->free_head;
@@ -1042,6 +1047,50 @@ conn_close(struct dns_resolver *r, int i)
 
 static void conn_io(struct dns_resolver *r, int i, short revents);
 
+/* The ingress interface of an accepted connection (0 if unknown), from
+ * the pktinfo the listener's IP_PKTINFO made the kernel keep. */
+static uint32_t
+conn_ifindex(int fd)
+{
+	char opts[256];
+	socklen_t olen = sizeof(opts);
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	uint32_t ifindex = 0;
+
+	memset(&mh, 0, sizeof(mh));
+	if (getsockopt(fd, IPPROTO_IP, IP_PKTOPTIONS, opts, &olen) == -1)
+		return 0;
+	mh.msg_control = opts;
+	mh.msg_controllen = olen;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		struct in_pktinfo pi;
+
+		if (cm->cmsg_level != IPPROTO_IP ||
+		    cm->cmsg_type != IP_PKTINFO)
+			continue;
+		memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+		ifindex = (uint32_t)pi.ipi_ifindex;
+	}
+	return ifindex;
+}
+
+/* Whether the client on ifindex holds its share of the served slots: one
+ * sandbox cannot take every one from the others. */
+static bool
+client_full(const struct dns_resolver *r, uint32_t ifindex)
+{
+	size_t i, n = 0;
+
+	if (r->tcp_per_client == 0)
+		return false;
+	for (i = 0; i < DNS_TCP_MAX; i++)
+		if (r->conns[i].used && r->conns[i].ifindex == ifindex &&
+		    ++n >= r->tcp_per_client)
+			return true;
+	return false;
+}
+
 static void
 tcp_accept(struct dns_resolver *r)
 {
@@ -1050,27 +1099,27 @@ tcp_accept(struct dns_resolver *r)
 	while (budget-- > 0) {
 		struct sockaddr_in peer, local;
 		socklen_t plen = sizeof(peer), llen = sizeof(local);
-		char opts[256];
-		socklen_t olen = sizeof(opts);
-		struct msghdr mh;
-		struct cmsghdr *cm;
 		struct conn *c;
+		uint32_t ifindex;
 		int fd, i;
 
 		fd = accept4(r->tcp_fd, (struct sockaddr *)&peer, &plen,
 		    SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1)
 			return;
-		/* served slots first, then refused ones, then the spare */
-		for (i = 0; i < CONN_SPARE; i++)
-			if (!r->conns[i].used)
-				break;
-		c = &r->conns[i];
 		if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1) {
 			r->st.dropped++;
 			close(fd);
 			continue;
 		}
+		ifindex = conn_ifindex(fd);
+		/* served slots first (unless this client holds its share of
+		 * them), then refused ones, then the spare */
+		for (i = client_full(r, ifindex) ? DNS_TCP_MAX : 0;
+		    i < CONN_SPARE; i++)
+			if (!r->conns[i].used)
+				break;
+		c = &r->conns[i];
 		memset(c, 0, offsetof(struct conn, in));
 		c->used = true;
 		r->nconns++;
@@ -1080,22 +1129,7 @@ tcp_accept(struct dns_resolver *r)
 		c->peer_port = ntohs(peer.sin_port);
 		c->local = local.sin_addr.s_addr;
 		c->idle_deadline = r->now + DNS_TCP_IDLE_MS;
-		/* the ingress interface of the connection, from the pktinfo
-		 * the listener's IP_PKTINFO made the kernel keep */
-		memset(&mh, 0, sizeof(mh));
-		if (getsockopt(fd, IPPROTO_IP, IP_PKTOPTIONS, opts, &olen) == 0) {
-			mh.msg_control = opts;
-			mh.msg_controllen = olen;
-			for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-				struct in_pktinfo pi;
-
-				if (cm->cmsg_level != IPPROTO_IP ||
-				    cm->cmsg_type != IP_PKTINFO)
-					continue;
-				memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-				c->ifindex = (uint32_t)pi.ipi_ifindex;
-			}
-		}
+		c->ifindex = ifindex;
 		r->st.tcp_conns++;
 		if (i < DNS_TCP_MAX)
 			continue;
@@ -1376,6 +1410,12 @@ dns_resolver_set_upstreams(struct dns_resolver *r, const uint32_t *upstreams,
 			upsock_close(u);
 	}
 	return 0;
+}
+
+void
+dns_resolver_set_tcp_per_client(struct dns_resolver *r, size_t n)
+{
+	r->tcp_per_client = n;
 }
 
 int

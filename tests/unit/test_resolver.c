@@ -1619,6 +1619,8 @@ test_tcp_over_limit(void **state)
 	size_t base;
 
 	NEED_ENV(state);
+	/* every client here comes in on lo: no share per interface */
+	dns_resolver_set_tcp_per_client(fx->r, 0);
 	for (i = 0; i < DNS_TCP_MAX; i++)
 		fds[i] = tcp_client();
 	accepted(fx, DNS_TCP_MAX);
@@ -1704,6 +1706,50 @@ test_tcp_over_limit(void **state)
 	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
 	assert_false(fx->done[fx->ndone - 1].over_limit);
 	for (i = 0; i < DNS_TCP_MAX; i++)
+		close(fds[i]);
+	assert_upstreams_quiet(fx);
+}
+
+/*
+ * One ingress interface (a sandbox) holds at most its share of the served
+ * connections: its next one is refused (on record) while the served slots
+ * are far from full, and once one of its own goes, it is served again.
+ */
+static void
+test_tcp_per_client(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	int fds[4], over, i;
+
+	NEED_ENV(state);
+	dns_resolver_set_tcp_per_client(fx->r, 4);
+	for (i = 0; i < 4; i++)
+		fds[i] = tcp_client();
+	accepted(fx, 4);
+	over = tcp_client();
+	tcp_ask(over, 70, "share.test");
+	assert_true(tcp_answer(fx, over, &resp));
+	assert_int_equal(resp.rcode, DNS_R_REFUSED);
+	assert_int_equal(fx->ndone, 1);
+	assert_true(fx->done[0].over_limit);
+	assert_int_equal(stats(fx).tcp_refused, 1);
+	close(over);
+	/* the served ones still are */
+	tcp_ask(fds[3], 71, "local.test");
+	assert_true(tcp_answer(fx, fds[3], &resp));
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	assert_false(fx->done[fx->ndone - 1].over_limit);
+	/* one of its own goes: the next is served */
+	close(fds[0]);
+	turn(fx, ABSENT_MS);
+	fds[0] = tcp_client();
+	tcp_ask(fds[0], 72, "local.test");
+	assert_true(tcp_answer(fx, fds[0], &resp));
+	assert_int_equal(resp.rcode, DNS_R_NXDOMAIN);
+	assert_false(fx->done[fx->ndone - 1].over_limit);
+	assert_int_equal(stats(fx).tcp_refused, 1);
+	for (i = 0; i < 4; i++)
 		close(fds[i]);
 	assert_upstreams_quiet(fx);
 }
@@ -1934,6 +1980,7 @@ main(void)
 		T(test_cache_edit),
 		T(test_pause),
 		T(test_tcp_over_limit),
+		T(test_tcp_per_client),
 		T(test_tcp_bad_framing),
 		T(test_udp_overflow),
 	};

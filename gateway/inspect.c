@@ -654,6 +654,9 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 			return -1;
 		}
 		off += used;
+		if (st == NFQ_HTTP_NEED_MORE && used == 0 &&
+		    nfq_http_opaque(h->http) == 0)
+			st = NFQ_HTTP_MALFORMED;	/* cannot be: never spin */
 		if (st == NFQ_HTTP_NEED_MORE)
 			continue;
 		if (st == NFQ_HTTP_MALFORMED) {

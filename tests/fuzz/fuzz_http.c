@@ -13,8 +13,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /*
  * Input: one byte n (n % 8 piece sizes follow), the piece sizes (each
  * 1 .. 64, used in turn), then the client's stream. The stream is fed
- * whole, in those pieces and one byte at a time; all three must give the
- * same heads at the same offsets and the same error at the same offset.
+ * whole, in those pieces and one byte at a time, and as sluiced reads it
+ * (framing by nfq_http_feed_framing, body and chunk data skipped as
+ * nfq_http_opaque says); all four must give the same heads at the same
+ * offsets and the same error at the same offset.
  */
 
 #define EVENTS_MAX	1024
@@ -33,7 +35,7 @@ struct run {
 
 /* Too large for libFuzzer's stack budget to be comfortable per call. */
 static struct nfq_http_stream stream;
-static struct run runs[3];
+static struct run runs[4];
 
 static void
 check(int ok)
@@ -155,6 +157,49 @@ feed_run(struct run *r, const uint8_t *s, size_t len, const uint8_t *sizes,
 	}
 }
 
+/*
+ * Feeds s[0..len) as inspect.c does: what nfq_http_opaque names is fed
+ * alone, the rest with nfq_http_feed_framing, which must stop only where
+ * a body or chunk data begins (or at a head's end).
+ */
+static void
+framing_run(struct run *r, const uint8_t *s, size_t len)
+{
+	struct nfq_http_head head;
+	const char *error;
+	size_t off = 0, used;
+	uint64_t opaque;
+	enum nfq_http_status st;
+
+	r->n = 0;
+	nfq_http_init(&stream);
+	while (off < len) {
+		if ((opaque = nfq_http_opaque(&stream)) > 0) {
+			used = opaque < len - off ? (size_t)opaque : len - off;
+			st = nfq_http_feed(&stream, s + off, used, &used,
+			    &head, &error);
+			check(st == NFQ_HTTP_NEED_MORE);
+			check(nfq_http_opaque(&stream) == opaque - used);
+			off += used;
+			continue;
+		}
+		st = nfq_http_feed_framing(&stream, s + off, len - off, &used,
+		    &head, &error);
+		check(used <= len - off);
+		off += used;
+		if (st == NFQ_HTTP_NEED_MORE) {
+			/* all of it, or up to data: never nothing */
+			check(off == len || nfq_http_opaque(&stream) > 0);
+			check(used > 0);
+		} else if (st == NFQ_HTTP_HEAD) {
+			record(r, st, off, &head, NULL);
+		} else {
+			record(r, st, off, NULL, error);
+			return;
+		}
+	}
+}
+
 static void
 compare(const struct run *a, const struct run *b)
 {
@@ -189,7 +234,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	feed_run(&runs[1], data + 1 + nsizes, size - 1 - nsizes, data + 1,
 	    nsizes, 0);
 	feed_run(&runs[2], data + 1 + nsizes, size - 1 - nsizes, NULL, 0, 1);
+	framing_run(&runs[3], data + 1 + nsizes, size - 1 - nsizes);
 	compare(&runs[0], &runs[1]);
 	compare(&runs[0], &runs[2]);
+	compare(&runs[0], &runs[3]);
 	return 0;
 }

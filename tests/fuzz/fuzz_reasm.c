@@ -172,6 +172,7 @@ run_add(struct input *in, uint8_t c)
 {
 	static uint8_t segbuf[NFQ_REASM_MAX + 64];
 	enum nfq_reasm_result got, want;
+	bool agree;
 	uint32_t seq, where;
 	uint8_t *buf;
 	const uint8_t *seg;
@@ -206,9 +207,16 @@ run_add(struct input *in, uint8_t c)
 		seg = buf;
 	}
 
+	/* agrees says, before the add, whether it would conflict */
+	agree = nfq_reasm_agrees(&rs, seq, seg, len);
 	want = model_add(&model, seq, seg, len);
 	got = nfq_reasm_add(&rs, seq, seg, len);
 	check(got == want);
+	check(got != NFQ_REASM_CONFLICT || !agree);
+	check(got != NFQ_REASM_OK || agree);
+	/* and stored, a segment agrees with itself */
+	if (got == NFQ_REASM_OK)
+		check(nfq_reasm_agrees(&rs, seq, seg, len));
 }
 
 int

@@ -16,6 +16,7 @@
 #define TH_SYN	0x02
 #define TH_RST	0x04
 #define TH_ACK	0x10
+#define TH_URG	0x20
 
 #define GW_KEPT_RANGES	128
 #define GW_KEPT_BYTES	NFQ_REASM_MAX
@@ -840,6 +841,26 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 }
 
 /*
+ * A segment with the URG flag, with bytes or without (its pointer may
+ * name a byte still to come): the server's TCP takes the urgent byte out
+ * of the stream its application reads (no SO_OOBINLINE), so that stream
+ * would not be the one sluiced read. No client of TLS or HTTP sends one;
+ * the flow is denied. True when it was.
+ */
+static bool
+urgent(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const struct nfq_packet *pkt, const struct nfq_tuple *t)
+{
+	if (!(t->tcp_flags & TH_URG))
+		return false;
+	if (!pkt->copy)
+		add_id(gw, h, pkt->id);
+	deny_hold(gw, sb, h, h->kind == HOLD_TLS ? GW_R_MALFORMED_TLS :
+	    GW_R_MALFORMED_HTTP, NULL, NULL);
+	return true;
+}
+
+/*
  * A client segment of a TLS connection decided and let out, whose server
  * has not acknowledged the hello yet: what it repeats of the decided bytes
  * must be what was decided, or the server could take another version of
@@ -933,6 +954,8 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 			/* the same SYN again (a retransmission): the hold
 			 * goes on; data in it (TCP Fast Open) joins the
 			 * flight */
+			if (urgent(gw, sb, h, pkt, t))
+				return 0;
 			if (h->verifying && h->kind == HOLD_TLS)
 				verify_client(gw, sb, h, pkt, t);
 			else if (t->l4_len == 0) {
@@ -1000,6 +1023,8 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->upos = (int)hs->n;
 	hs->used_ix[hs->n++] = (int)i;
 	classify(gw, h, pkt, now);
+	if (urgent(gw, sb, h, pkt, t))
+		return 0;
 
 	if (t->l4_len == 0) {
 		/* a plain SYN: let the handshake happen, queue what follows
@@ -1157,6 +1182,8 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		}
 		return;
 	}
+	if (urgent(gw, sb, h, pkt, t))
+		return;
 	if (h->verifying && h->kind == HOLD_TLS) {
 		verify_client(gw, sb, h, pkt, t);
 		return;

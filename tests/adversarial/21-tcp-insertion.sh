@@ -94,6 +94,22 @@ tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows a WHERE verdict = 'allow'
     "each decoy's allow row is followed by its connection's denial"
 tb_assert_eq "$(tb_sql "SELECT reason, sni FROM flows ORDER BY id DESC LIMIT 1")" \
     "sni_not_allowed|b.test" "the bad-checksum control's row: the real SNI, refused"
+
+# the urgent byte: a segment with URG (its pointer on the name's first
+# byte) has that byte taken out of the stream the server's application
+# reads, so the server would read other bytes than sluiced did; such a
+# flow is refused before any of it is let through (before, the hello and
+# the request went through with an allow row, one byte short at nginx)
+n0=$(wc -l < "$TB_DIR/nginx.access.log")
+tb_assert_eq "$(raw 443 urgent)" "result=reset" "TLS with an urgent byte: reset"
+tb_assert_eq "$(raw 80 urgent --http)" "result=reset" "HTTP with an urgent byte: reset"
+sleep 0.3
+tb_assert_eq "$(( $(wc -l < "$TB_DIR/nginx.access.log") - n0 ))" 0 \
+    "nginx saw nothing of either"
+tb_wait_rows "SELECT count(*) FROM flows" 15 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id DESC LIMIT 2")" \
+"80|deny|malformed_http
+443|deny|malformed_tls" "their rows"
 tb_assert_eq "$(tb_attacker_packet_count)" 0 "the attacker received nothing"
 tb_assert_eq "$(tb_upstream_queries)" 1 "the upstream saw only the a.test lookup"
 tb_done

@@ -21,6 +21,9 @@ server's certificate comes back in clear and says which name it served):
   frag     the hello in one TCP segment sent as IP fragments of --frag-size
            bytes (DF clear); --only-first sends the first fragment only;
            --frag-overlap adds a fragment that rewrites the SNI as --sni2
+  urgent   the first flight with the URG flag, its pointer on a byte of
+           the name (the server's TCP takes that byte out of the stream its
+           application reads)
   insert   --trick md5|paws|ackpaws|oldack|badsum: a decoy first flight for
            --sni that the server drops (a TCP-MD5 option it has no key for,
            a timestamp older than the one it holds, the same after a bare
@@ -84,12 +87,12 @@ def ip_header(src, dst, proto, plen, ident, frag, ttl=64):
 
 
 def tcp_segment(src, dst, sport, dport, seq, ack, flags, opts=b"", data=b"",
-                win=64240, badsum=False):
+                win=64240, badsum=False, urg=0):
     while len(opts) % 4:
         opts += b"\x01"  # NOP
     off = (20 + len(opts)) // 4
     hdr = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF,
-                      ack & 0xFFFFFFFF, off << 4, flags, win, 0, 0) + opts
+                      ack & 0xFFFFFFFF, off << 4, flags, win, 0, urg) + opts
     pseudo = src + dst + struct.pack("!BBH", 0, 6, len(hdr) + len(data))
     c = csum(pseudo + hdr + data)
     if badsum:
@@ -369,7 +372,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dst")
     ap.add_argument("dport", type=int)
-    ap.add_argument("plan", choices=["overlap", "frag", "insert", "reuse"])
+    ap.add_argument("plan", choices=["overlap", "frag", "insert", "reuse",
+                                     "urgent"])
     ap.add_argument("--sni", default="a.test")
     ap.add_argument("--sni2", default="b.test")
     ap.add_argument("--how", default="full")
@@ -405,7 +409,13 @@ def main():
         else:
             first = tls12_hello(a.sni)
         second = swap_name(first, a.sni, a.sni2)
-        if a.plan == "overlap":
+        if a.plan == "urgent":
+            at = first.find(a.sni.encode())
+            c.ident = (c.ident + 1) & 0xFFFF or 1
+            c.send_ip(tcp_segment(c.src, c.dst, c.sport, c.dport, c.isn + 1,
+                                  c.rcv, PSH | ACK | 0x20, data=first,
+                                  urg=at + 1))
+        elif a.plan == "overlap":
             h = len(first) // 2
             if a.how == "once":
                 c.send(0, first)

@@ -42,7 +42,10 @@ gw_now_ms(void)
 					 * the server has not acknowledged
 					 * yet: its client packets and the
 					 * server's come to sluiced */
-/* both of the above, and nothing else: value and mask of one match */
+/* a SYN conntrack did not take as new (its 5-tuple is tracked already),
+ * on its way to sluiced (ruleset.c): never a connection's mark */
+#define GW_MARK_STALE	0x40000000u
+/* inspect and verify, and nothing else: value and mask of one match */
 #define GW_MARK_UNDER	0x30000000u
 #define GW_VERIFY_MS	10000		/* a TLS connection's server must
 					 * acknowledge its ClientHello in */

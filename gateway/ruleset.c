@@ -98,7 +98,7 @@ fastsyn_table(char *buf, size_t len)
 	    " }\n"
 	    " chain syn {\n"
 	    "  type filter hook forward priority -5; policy accept;\n"
-	    "  tcp flags & (fin|syn|rst|ack) == syn meta mark & 0x%x == 0 ip hdrlength 5 jump shape\n"
+	    "  tcp flags & (fin|syn|rst|ack) == syn meta mark & 0x%x == 0 ip hdrlength 5 ct state new jump shape\n"
 	    " }\n"
 	    " chain shape {\n", GW_MARK_MASK);
 	for (i = 0; i < sizeof(doffs) / sizeof(doffs[0]); i++) {
@@ -250,10 +250,14 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    /* a SYN conntrack did not take as new: it still tracks the
 	     * 5-tuple (a port reused while the old entry lingers, in a
 	     * state it will not reopen from) and ignores the SYN. Decided
-	     * and logged like any other; accepted, the server's SYN-ACK
+	     * and logged like any other; accepted, the server's answer
 	     * puts conntrack back in step. Dropped here, it would retry
-	     * unseen, without a row, until the old entry timed out. */
-	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j NFQUEUE %s\n"
+	     * unseen, without a row, until the old entry timed out. It
+	     * comes marked stale: its sequence number is no stream start
+	     * sluiced may read from, since the server may be holding the
+	     * old connection still (synpath.c) */
+	    "-A sluice-sandbox -m mark --mark 0x0/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j MARK --set-xmark 0x%x/0x%x\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp --tcp-flags SYN,ACK,FIN,RST SYN -j NFQUEUE %s\n"
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
 	    raw, m, m,
@@ -269,7 +273,8 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    acks,
 	    GW_MARK_UNDER, GW_MARK_UNDER, target,
 	    m, target,
-	    m, target);
+	    m, GW_MARK_STALE, m,
+	    GW_MARK_STALE, m, target);
 	/* IPv6 is not carried for sandboxes: nothing passes. Every packet a
 	 * sandbox sends is queued before conntrack sees it, so that sluiced
 	 * logs the attempt (ipv6.c) and drops it. The gateway has no IPv6

@@ -134,6 +134,29 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		gw_decide(&ctx, &t, &d);
 	}
 	kind = limited ? GW_INSPECT_NONE : gw_inspect_kind(&d, t.dport);
+	if (kind != GW_INSPECT_NONE && (pkt->mark & GW_MARK_MASK) ==
+	    GW_MARK_STALE) {
+		/*
+		 * A SYN conntrack tracks already (ruleset.c): the server may
+		 * still hold that connection, answer this SYN with an ACK of
+		 * the old one, and read what follows from where the old one
+		 * is. Its sequence number is then no stream start to read
+		 * from — a sandbox that picks it a little before the old one's
+		 * could show sluiced one name and the server another. So no
+		 * flight is held from it: it goes, with its row, carrying no
+		 * mark (the connection keeps its own), and whatever the server
+		 * answers puts conntrack back in step (a client whose old
+		 * connection is gone resets it and sends its SYN again, which
+		 * conntrack then takes as new).
+		 */
+		if (gw_log_flow(gw, sb, &t, &d, NULL) == 0)
+			return verdict(gw, pkt, NF_ACCEPT, 0);
+		gw->denied_unlogged++;
+		d.verdict = GW_DENY;
+		d.reason = GW_R_LOG_UNAVAILABLE;
+		d.rule = NULL;
+		kind = GW_INSPECT_NONE;
+	}
 	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
 	    (t.tcp_flags & TH_SYN)) {
 		/* the row is written once the first flight is decided */

@@ -103,12 +103,40 @@ tb_assert_eq "$(tb_sql "SELECT reason, sni FROM flows ORDER BY id DESC LIMIT 1")
 n0=$(wc -l < "$TB_DIR/nginx.access.log")
 tb_assert_eq "$(raw 443 urgent)" "result=reset" "TLS with an urgent byte: reset"
 tb_assert_eq "$(raw 80 urgent --http)" "result=reset" "HTTP with an urgent byte: reset"
+# the same with an ordinary socket (MSG_OOB): an urgent digit in a head's
+# Content-Length; sluiced would read 99 and nginx 9, so that what sluiced
+# took for body reached nginx as a second request, for b.test (found by
+# review, 2026-11-30: nginx served it)
+out=$(tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" <<'EOF'
+import socket, sys
+smuggled = b"GET / HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n"
+body = b"A" * 9 + smuggled
+body += b"B" * (99 - len(body))
+s = socket.create_connection((sys.argv[1], 80), timeout=5)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+out = b""
+try:
+    s.send(b"GET / HTTP/1.1\r\nHost: a.test\r\nContent-Length: ")
+    s.send(b"9", socket.MSG_OOB)
+    s.send(b"9\r\n\r\n" + body)
+    while True:
+        x = s.recv(65536)
+        if not x:
+            break
+        out += x
+except (ConnectionResetError, socket.timeout) as e:
+    out += b"<" + type(e).__name__.encode() + b">"
+print("b.test" if b"hello from b.test" in out else "reset" if b"<Conn" in out else "other")
+EOF
+)
+tb_assert_eq "$out" "reset" "an urgent digit in Content-Length: reset, nothing smuggled"
 sleep 0.3
 tb_assert_eq "$(( $(wc -l < "$TB_DIR/nginx.access.log") - n0 ))" 0 \
-    "nginx saw nothing of either"
-tb_wait_rows "SELECT count(*) FROM flows" 15 >/dev/null
-tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id DESC LIMIT 2")" \
+    "nginx saw nothing of any of them"
+tb_wait_rows "SELECT count(*) FROM flows" 16 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id DESC LIMIT 3")" \
 "80|deny|malformed_http
+80|deny|malformed_http
 443|deny|malformed_tls" "their rows"
 tb_assert_eq "$(tb_attacker_packet_count)" 0 "the attacker received nothing"
 tb_assert_eq "$(tb_upstream_queries)" 1 "the upstream saw only the a.test lookup"

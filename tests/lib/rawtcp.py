@@ -21,6 +21,12 @@ server's certificate comes back in clear and says which name it served):
   frag     the hello in one TCP segment sent as IP fragments of --frag-size
            bytes (DF clear); --only-first sends the first fragment only;
            --frag-overlap adds a fragment that rewrites the SNI as --sni2
+  resyn    after the handshake (ISN I), a second SYN on the 5-tuple with
+           ISN I - d, d the length of a decoy for --sni; then one segment
+           from I - d + 1: the decoy and the real flight for --sni2. The
+           server, still holding the connection, answers the SYN with an
+           ACK of the old one and reads only the real flight (it trims
+           what lies before its next byte); prints d=N too
   urgent   the first flight with the URG flag, its pointer on a byte of
            the name (the server's TCP takes that byte out of the stream its
            application reads)
@@ -355,6 +361,26 @@ def reuse(c, a):
     return words
 
 
+def resyn(c, a):
+    """The resyn plan, once the first handshake is done; returns its
+    words."""
+    if a.http:
+        real = http_head(a.sni2)
+        decoy = ("GET / HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+                 "\r\n" % (a.sni, len(real))).encode()
+    else:
+        decoy = tls12_hello(a.sni)
+        real = tls12_hello(a.sni2)
+    d = len(decoy)
+    isn2 = (c.isn - d) & 0xFFFFFFFF
+    c.send_ip(c.segment(isn2, SYN, opts=MSS_OPT))
+    time.sleep(0.2)
+    c.ident = (c.ident + 1) & 0xFFFF or 1
+    c.send_ip(c.segment(isn2 + 1, PSH | ACK, decoy + real))
+    c.read(a.wait)
+    return c.outcome() + ["d=%d" % d]
+
+
 def count_out_frags(ps):
     n = 0
     while True:
@@ -373,7 +399,7 @@ def main():
     ap.add_argument("dst")
     ap.add_argument("dport", type=int)
     ap.add_argument("plan", choices=["overlap", "frag", "insert", "reuse",
-                                     "urgent"])
+                                     "urgent", "resyn"])
     ap.add_argument("--sni", default="a.test")
     ap.add_argument("--sni2", default="b.test")
     ap.add_argument("--how", default="full")
@@ -403,6 +429,9 @@ def main():
             return
         if a.plan == "reuse":
             print(" ".join(reuse(c, a)))
+            return
+        if a.plan == "resyn":
+            print(" ".join(resyn(c, a)))
             return
         if a.http:
             first = http_head(a.sni)

@@ -831,6 +831,15 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		    GW_R_MALFORMED_HTTP, NULL, NULL);
 		return false;
 	}
+	if (rr == NFQ_REASM_OVERFLOW && h->kind == HOLD_HTTP) {
+		/* out of order, and too far ahead to store (a GSO segment of
+		 * 64 KiB overtaking a smaller one on another CPU, say): it is
+		 * lost on the way, as far as the client can tell, and comes
+		 * again once what it skipped is here, read in place then */
+		h->nids--;
+		(void)nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+		return false;
+	}
 	if (rr == NFQ_REASM_OVERFLOW) {
 		deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
 		return false;

@@ -27,6 +27,10 @@ server's certificate comes back in clear and says which name it served):
            server, still holding the connection, answers the SYN with an
            ACK of the old one and reads only the real flight (it trims
            what lies before its next byte); prints d=N too
+  ahead    HTTP: a POST head with a 30,000-byte body; then 1,000 bytes of
+           it 20,000 bytes ahead of what was sent (out of order, beyond
+           what the gateway stores), then the body in order, those bytes
+           again among it
   urgent   the first flight with the URG flag, its pointer on a byte of
            the name (the server's TCP takes that byte out of the stream its
            application reads)
@@ -381,6 +385,20 @@ def resyn(c, a):
     return c.outcome() + ["d=%d" % d]
 
 
+def ahead(c, a):
+    """The ahead plan, once the handshake is done; returns its words."""
+    n = 30000
+    head = ("POST /ahead HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+            "Connection: close\r\n\r\n" % (a.sni, n)).encode()
+    c.send(0, head)
+    c.send(len(head) + 20000, b"x" * 1000)
+    time.sleep(0.2)
+    for off in range(0, n, 1000):
+        c.send(len(head) + off, b"x" * 1000)
+    c.read(a.wait)
+    return c.outcome()
+
+
 def count_out_frags(ps):
     n = 0
     while True:
@@ -399,7 +417,7 @@ def main():
     ap.add_argument("dst")
     ap.add_argument("dport", type=int)
     ap.add_argument("plan", choices=["overlap", "frag", "insert", "reuse",
-                                     "urgent", "resyn"])
+                                     "urgent", "resyn", "ahead"])
     ap.add_argument("--sni", default="a.test")
     ap.add_argument("--sni2", default="b.test")
     ap.add_argument("--how", default="full")
@@ -432,6 +450,9 @@ def main():
             return
         if a.plan == "resyn":
             print(" ".join(resyn(c, a)))
+            return
+        if a.plan == "ahead":
+            print(" ".join(ahead(c, a)))
             return
         if a.http:
             first = http_head(a.sni)

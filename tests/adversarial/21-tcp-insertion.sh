@@ -133,8 +133,11 @@ tb_assert_eq "$out" "reset" "an urgent digit in Content-Length: reset, nothing s
 sleep 0.3
 tb_assert_eq "$(( $(wc -l < "$TB_DIR/nginx.access.log") - n0 ))" 0 \
     "nginx saw nothing of any of them"
-tb_wait_rows "SELECT count(*) FROM flows" 16 >/dev/null
-tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows ORDER BY id DESC LIMIT 3")" \
+# (a segment the client sent after its reset may find no state: a row of
+# its own, no_inspection_state, or none, as the timing falls)
+tb_wait_rows "SELECT count(*) FROM flows WHERE reason != 'no_inspection_state'" 16 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows
+    WHERE reason != 'no_inspection_state' ORDER BY id DESC LIMIT 3")" \
 "80|deny|malformed_http
 80|deny|malformed_http
 443|deny|malformed_tls" "their rows"

@@ -54,9 +54,8 @@ struct hold {
 						 * the server has not yet
 						 * acknowledged all of it */
 	uint32_t		 sent_end;	/* the sequence number after the
-						 * last byte let out (HTTP: once
-						 * http_sent) */
-	bool			 http_sent;
+						 * last byte let out (the stream's
+						 * start until one is) */
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
 	 * the server has not acknowledged yet, in stream order; ranges
 	 * that touch are one */
@@ -412,14 +411,20 @@ deny_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
  * one verdict now), so the caller can still reset the client with this
  * one.
  */
+/* The newest held packet is dropped: it gets its one verdict now. */
+static void
+drop_newest(struct hold *h)
+{
+	h->nids--;
+	(void)nfq_queue_verdict(h->qs[h->nids], h->ids[h->nids], NF_DROP,
+	    false, 0);
+}
+
 static void
 add_id(struct gw *gw, struct hold *h, uint32_t id)
 {
-	if (h->nids == GW_HOLD_PKTS) {
-		(void)nfq_queue_verdict(h->qs[h->nids - 1],
-		    h->ids[h->nids - 1], NF_DROP, false, 0);
-		h->nids--;
-	}
+	if (h->nids == GW_HOLD_PKTS)
+		drop_newest(h);
 	/* the packet in hand came on the queue being read */
 	h->qs[h->nids] = gw->queue;
 	h->ids[h->nids++] = id;
@@ -640,7 +645,7 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		if ((room = kept_room(h, seq + (uint32_t)off)) == 0) {
 			/* wait for the server's ACK, if one can free some:
 			 * the first range went out whole; else none will */
-			if (h->http_sent && (int32_t)(h->sent_end -
+			if ((int32_t)(h->sent_end -
 			    (h->kr[0].seq + h->kr[0].len)) >= 0) {
 				h->paused = true;
 				break;
@@ -734,9 +739,7 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 			 * comes again (what was read of it, the kept framing
 			 * compares) */
 			nfq_reasm_init(r, r->base);
-			h->nids--;
-			(void)nfq_queue_verdict(h->qs[h->nids],
-			    h->ids[h->nids], NF_DROP, false, 0);
+			drop_newest(h);
 		}
 	} else {
 		if ((n = http_read(gw, sb, h, r->data, r->contiguous, r->base,
@@ -751,10 +754,8 @@ http_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	 * here until it has acknowledged their framing.
 	 */
 	if (!h->paused && !nfq_http_in_head(h->http)) {
-		if (h->nids > 0) {
+		if (h->nids > 0)
 			h->sent_end = r->base + (uint32_t)r->high;
-			h->http_sent = true;
-		}
 		release(gw, h, hold_mark(h));
 		h->deadline = 0;
 	} else if (h->nids > 0 && h->deadline == 0)
@@ -836,8 +837,7 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		 * 64 KiB overtaking a smaller one on another CPU, say): it is
 		 * lost on the way, as far as the client can tell, and comes
 		 * again once what it skipped is here, read in place then */
-		h->nids--;
-		(void)nfq_queue_verdict(gw->queue, pkt->id, NF_DROP, false, 0);
+		drop_newest(h);		/* the packet in hand */
 		return false;
 	}
 	if (rr == NFQ_REASM_OVERFLOW) {
@@ -1017,6 +1017,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	    sb->policy->sha256);
 	h->last_ms = now;
 	nfq_reasm_init(h->reasm, t->tcp_seq + 1);
+	h->sent_end = h->reasm->base;
 	{
 		struct nfq_tcp_opts o;
 

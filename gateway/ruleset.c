@@ -13,9 +13,10 @@
  *       inspect/verify  NFQUEUE (but bare ACKs, below)
  *       no mark, NEW    NFQUEUE, without --queue-bypass: no reader, no pass
  *       anything else   drop
- * and a server's packet (uplink) is accepted on the allow or inspect mark,
- * queued on the verify mark (inspect.c: the ACK that proves the server
- * took the bytes sluiced read), dropped otherwise.
+ *   filter FORWARD from the uplink (a server's packet): accepted on the
+ *       allow or inspect mark, queued on the verify mark (inspect.c: the
+ *       ACK that proves the server took the bytes sluiced read), dropped
+ *       otherwise
  *   mangle POSTROUTING/INPUT  allow mark -> connmark, for the rest of the flow
  * except DNS to the gateway itself (UDP/TCP 53 on INPUT), accepted for the
  * resolver before anything is queued.

@@ -997,6 +997,27 @@ conn_request(struct dns_resolver *r, int i, struct dns_request *req)
 }
 
 /*
+ * Takes the next message out of client i's input (conn_next) into msg,
+ * with its request begun: copied out, since handling it may queue an
+ * answer into this connection. False while there is none.
+ */
+static bool
+conn_pop(struct dns_resolver *r, int i, bool at_end, struct dns_request *req,
+    uint8_t *msg, size_t *mlen, enum dns_parse_error *framing)
+{
+	struct conn *c = &r->conns[i];
+	size_t take;
+
+	if ((take = conn_next(c, at_end, mlen, framing)) == 0)
+		return false;
+	conn_request(r, i, req);
+	memcpy(msg, c->in + 2, *mlen);
+	memmove(c->in, c->in + take, c->inlen - take);
+	c->inlen -= take;
+	return true;
+}
+
+/*
  * Client i goes away before what it sent could be answered (a reset, its
  * time ran out, the resolver closes): each query still in its input gets
  * its request all the same, with nothing sent, and what is left of a
@@ -1010,14 +1031,10 @@ conn_drain(struct dns_resolver *r, int i)
 	struct dns_request *req = &r->scratch;
 	enum dns_parse_error framing;
 	uint8_t msg[DNS_TCP_MSG_MAX];
-	size_t mlen, take;
+	size_t mlen;
 	unsigned rcode = DNS_R_SERVFAIL;
 
-	while ((take = conn_next(c, true, &mlen, &framing)) > 0) {
-		conn_request(r, i, req);
-		memcpy(msg, c->in + 2, mlen);
-		memmove(c->in, c->in + take, c->inlen - take);
-		c->inlen -= take;
+	while (conn_pop(r, i, true, req, msg, &mlen, &framing)) {
 		parse_request(r, req, msg, mlen, framing);
 		(void)r->ops->query(r->arg, req, &rcode);
 		r->ops->done(r->arg, req, -1);
@@ -1159,16 +1176,11 @@ conn_process(struct dns_resolver *r, int i)
 	struct dns_request *req = &r->scratch;
 	enum dns_parse_error framing;
 	uint8_t msg[DNS_TCP_MSG_MAX];
-	size_t mlen, take;
+	size_t mlen;
 
 	while (c->used && !c->busy && c->outlen == c->outoff && c->inlen > 0) {
-		if ((take = conn_next(c, c->closing, &mlen, &framing)) == 0)
+		if (!conn_pop(r, i, c->closing, req, msg, &mlen, &framing))
 			return;
-		conn_request(r, i, req);
-		/* copy out: handling may queue an answer into this conn */
-		memcpy(msg, c->in + 2, mlen);
-		memmove(c->in, c->in + take, c->inlen - take);
-		c->inlen -= take;
 		/* framing lost: answered (FORMERR), then closed unread */
 		if (framing != DNS_PARSE_OK)
 			c->closing = true;

@@ -192,6 +192,7 @@ handle(struct gw *gw, json_t *req)
 		struct store_stats st;
 		struct dns_resolver_stats ds;
 		struct gw_reaper_stats rs;
+		struct nfq_nflog_stats vs = { 0, 0, 0 };
 		json_t *o;
 
 		store_stats(gw->store, &st);
@@ -199,7 +200,10 @@ handle(struct gw *gw, json_t *req)
 		if (gw->resolver != NULL)
 			dns_resolver_stats(gw->resolver, &ds);
 		gw_reaper_stats(gw, &rs);
-		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:I}, "
+		if (gw->vlog != NULL)
+			nfq_nflog_stats(gw->vlog, &vs);
+		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:I, "
+		    "s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -210,6 +214,9 @@ handle(struct gw *gw, json_t *req)
 		    "errors", (json_int_t)gw->pkt_errors,
 		    "denied_unlogged", (json_int_t)gw->denied_unlogged,
 		    "verify_expired", (json_int_t)gw->verify_expired,
+		    "verify_copies", (json_int_t)vs.packets,
+		    "verify_copies_lost", (json_int_t)vs.overruns,
+		    "verify_mark_errors", (json_int_t)gw->verify_mark_errors,
 		    "store", "queued", (json_int_t)st.queued,
 		    "written", (json_int_t)st.written,
 		    "rejected", (json_int_t)st.rejected,

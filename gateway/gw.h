@@ -30,7 +30,7 @@ gw_now_ms(void)
 #include "gateway/metrics.h"
 
 /*
- * Packet and connection marks. Bits 28-30 belong to sluice so that other
+ * Packet and connection marks. Bits 28-31 belong to sluice so that other
  * rules on a production host can keep using the rest of the mark.
  */
 #define GW_MARK_MASK	0x70000000u
@@ -47,6 +47,12 @@ gw_now_ms(void)
 #define GW_MARK_STALE	0x40000000u
 /* inspect and verify, and nothing else: value and mask of one match */
 #define GW_MARK_UNDER	0x30000000u
+/* Set with every mark a decision gives a packet (a verdict, the kernel-SYN
+ * set), never saved onto the connection: only a packet carrying it has
+ * its mark saved there (ruleset.c). A packet whose mark was merely
+ * restored from its connection never writes it back, so it cannot undo a
+ * change sluiced made to the connection's mark meanwhile (ctnetlink). */
+#define GW_MARK_SET	0x80000000u
 #define GW_VERIFY_MS	10000		/* a TLS connection's server must
 					 * acknowledge its ClientHello in */
 
@@ -84,6 +90,9 @@ gw_now_ms(void)
 #define GW_FASTSYN_TABLE	"sluice"
 #define GW_FASTSYN_SET		"bound"
 #define GW_FASTSYN_GROUP	7
+/* The server's packets on a connection under the verify mark: copies to
+ * sluiced (NFLOG), for their ACK (inspect.c) */
+#define GW_VERIFY_GROUP		8
 /* An element lives as long as the binding that admitted it, at most: */
 #define GW_FASTSYN_MAX_MS	600000
 
@@ -236,6 +245,13 @@ struct gw {
 	struct nfq_nflog	*nflog;		/* copies of the SYNs it lets */
 	uint64_t		 fastsyn_copies;	/* SYNs it let through */
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
+	/* The proof of a first flight (inspect.c): copies of the server's
+	 * packets, and the connection marks changed when it comes. NULL
+	 * (a ruleset without NFLOG): the server's packets are queued. */
+	struct nfq_nflog	*vlog;
+	struct nfq_ctmark	*ctmark;
+	bool			 verify_copies;	/* the ruleset copies them */
+	uint64_t		 verify_mark_errors;	/* marks not changed */
 	struct gw_capture	*capture;	/* --capture-denied, or NULL */
 	/* The config documents (json_t) that reloaded live strings point
 	 * into: cfg.dns_upstream, cfg.capture_denied. Held while they do. */
@@ -389,6 +405,12 @@ void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);
 /* The same for a sandbox being deleted, after its flows' rows. */
 void gw_inspect_forget_sandbox(struct gw *gw, struct gw_sandbox *sb);
 size_t gw_inspect_count(const struct gw *gw);
+/* The proof's copies of server packets (inspect.c): opened in the gateway
+ * namespace when the ruleset copies them (verify_copies); -1 with a
+ * message in err. */
+int gw_verify_open(struct gw *gw, char *err, size_t errlen);
+void gw_verify_read(struct gw *gw);
+void gw_verify_close(struct gw *gw);	/* safe when not open */
 
 /*
  * limits.c: the per-sandbox bounds. gw_limit_conn and gw_limit_dns take

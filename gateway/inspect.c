@@ -68,6 +68,10 @@ struct hold {
 	size_t			 kept_len;
 	size_t			 kept_cap;	/* grows to GW_KEPT_BYTES: a
 						 * head is mostly far smaller */
+	bool			 marked;	/* HTTP: the connection's mark
+						 * was set back to inspect over
+						 * ctnetlink, and no framing
+						 * was kept since */
 	bool			 paused;	/* HTTP: reading stopped until
 						 * the server acknowledges some */
 	bool			 fin;		/* HTTP: the client closed with
@@ -475,6 +479,7 @@ kept_add(struct hold *h, uint32_t seq, const uint8_t *data, size_t len)
 	}
 	memcpy(h->kept + h->kept_len, data, len);
 	h->kept_len += len;
+	h->marked = false;	/* these go out under the verify mark */
 	if (last != NULL && last->seq + last->len == seq) {
 		last->len += (uint32_t)len;
 		return 0;
@@ -1052,12 +1057,43 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 }
 
 /*
- * A server's packet while inspected bytes it has not acknowledged are out
- * (the verify mark). An ACK that covers all of them lets a TLS connection
- * go, and sends an HTTP one's server packets back to the kernel; what it
- * acknowledges of an HTTP stream need not be kept any longer. With no
- * state for it, it is dropped, unless its connection was let go a moment
- * ago.
+ * The mark the server's packet says its connection is to carry now. A
+ * queued one (a ruleset without NFLOG) carries it on by its verdict. A
+ * copy's packet has gone on: the connection's mark is changed over
+ * ctnetlink, when it is to change. Only marks a decision set are saved
+ * from packets (GW_MARK_SET), so no packet in flight with the old one
+ * restores it afterwards.
+ */
+static void
+proof_mark(struct gw *gw, const struct nfq_packet *pkt,
+    const struct hold *h, uint32_t mark)
+{
+	if (!pkt->copy) {
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    mark) == -1)
+			log_warn("verdict");
+		return;
+	}
+	if (mark == GW_MARK_VERIFY)
+		return;		/* the mark it carries */
+	/* ENOENT: the connection is gone already */
+	if (nfq_ctmark_set(gw->ctmark, IPPROTO_TCP, h->key.saddr,
+	    h->key.sport, h->key.daddr, h->key.dport, mark,
+	    GW_MARK_MASK) == -1 && errno != ENOENT) {
+		/* its client packets find no hold and are refused (the
+		 * TLS flow table entry covers GW_FLOW_ALLOW_TTL_MS) */
+		gw->verify_mark_errors++;
+		log_warn("conntrack mark of a proven connection");
+	}
+}
+
+/*
+ * A server's packet, or a copy of it, while inspected bytes it has not
+ * acknowledged are out (the verify mark). An ACK that covers all of them
+ * lets a TLS connection go, and sends an HTTP one's server packets back
+ * to the kernel; what it acknowledges of an HTTP stream need not be kept
+ * any longer. A queued one with no state for it is dropped, unless its
+ * connection was let go a moment ago.
  */
 static void
 verify_reply(struct gw *gw, const struct nfq_packet *pkt,
@@ -1079,6 +1115,8 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
 	if (h == NULL) {
+		if (pkt->copy)
+			return;
 		fl = nfq_flows_lookup(gw->flows, &key, now);
 		if (nfq_queue_verdict(gw->queue, pkt->id, fl != NULL &&
 		    fl->verdict == NF_ACCEPT ? NF_ACCEPT : NF_DROP,
@@ -1094,9 +1132,7 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 			mark = GW_MARK_ALLOW;
 		} else if (!h->verifying)
 			mark = GW_MARK_INSPECT;	/* nothing out to prove */
-		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-		    mark) == -1)
-			log_warn("verdict");
+		proof_mark(gw, pkt, h, mark);
 		if (mark == GW_MARK_ALLOW)
 			tls_verified(gw, h, now);
 		else if (t->tcp_flags & TH_RST)
@@ -1105,9 +1141,11 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	}
 	if (t->tcp_flags & TH_ACK)
 		kept_ack(h, t->tcp_ack);
-	if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-	    hold_mark(h)) == -1)
-		log_warn("verdict");
+	/* a copy changes the mark once, not once for each copy after */
+	if (!pkt->copy || !h->marked) {
+		proof_mark(gw, pkt, h, hold_mark(h));
+		h->marked = pkt->copy && h->nkr == 0;
+	}
 	if ((t->tcp_flags & TH_RST) || (h->fin && h->nkr == 0)) {
 		hold_free(gw, h);	/* nothing more to wait for */
 		return;
@@ -1115,6 +1153,53 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	if (h->paused && (sb = gw_sandbox_by_ifindex(gw, h->key.ifindex)) !=
 	    NULL)
 		http_step(gw, sb, h, now);	/* room again */
+}
+
+/* A copy of a server's packet under the verify mark (the ruleset's NFLOG
+ * rule): only its headers, for the ACK. */
+static int
+on_proof(void *arg, const struct nfq_packet *pkt)
+{
+	struct gw *gw = arg;
+	struct nfq_tuple t;
+
+	if (nfq_packet_parse_head(pkt->payload, pkt->len, &t) !=
+	    NFQ_PARSE_OK || t.proto != IPPROTO_TCP)
+		return 0;
+	verify_reply(gw, pkt, &t, gw_now_ms());
+	return 0;
+}
+
+int
+gw_verify_open(struct gw *gw, char *err, size_t errlen)
+{
+	if (!gw->verify_copies)
+		return 0;
+	if ((gw->vlog = nfq_nflog_open(GW_VERIFY_GROUP, err, errlen)) ==
+	    NULL)
+		return -1;
+	if ((gw->ctmark = nfq_ctmark_open(err, errlen)) == NULL) {
+		nfq_nflog_close(gw->vlog);
+		gw->vlog = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void
+gw_verify_read(struct gw *gw)
+{
+	if (gw->vlog != NULL && nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
+		log_warn("server packets' copies: receive");
+}
+
+void
+gw_verify_close(struct gw *gw)
+{
+	nfq_nflog_close(gw->vlog);
+	gw->vlog = NULL;
+	nfq_ctmark_close(gw->ctmark);
+	gw->ctmark = NULL;
 }
 
 void

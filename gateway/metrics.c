@@ -250,6 +250,14 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->packet_errors = gw->pkt_errors;
 	st->denied_unlogged = gw->denied_unlogged;
 	st->verify_expired = gw->verify_expired;
+	st->verify_mark_errors = gw->verify_mark_errors;
+	if (gw->vlog != NULL) {
+		struct nfq_nflog_stats vs;
+
+		nfq_nflog_stats(gw->vlog, &vs);
+		st->verify_copies = vs.packets;
+		st->verify_copies_lost = vs.overruns;
+	}
 	st->limited_flows = gw->limited_flows;
 	st->limited_dns = gw->limited_dns;
 	st->kernel_syn = gw->fastsyn != NULL;
@@ -508,6 +516,16 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "TLS connections let go unread because the server never "
 	    "acknowledged the ClientHello sluiced decided on.",
 	    st->verify_expired);
+	one(&t, "sluice_verify_copies_total", "counter",
+	    "Copies of servers' packets read for the acknowledgement that "
+	    "proves a first flight.", st->verify_copies);
+	one(&t, "sluice_verify_copies_lost_total", "counter",
+	    "Times the kernel dropped such copies for want of buffer (each "
+	    "connection's next server packet is copied again).",
+	    st->verify_copies_lost);
+	one(&t, "sluice_verify_mark_errors_total", "counter",
+	    "Proven connections whose conntrack mark could not be changed "
+	    "(their next packets are refused).", st->verify_mark_errors);
 	one(&t, "sluice_rate_limited_flows_total", "counter",
 	    "Flow attempts denied by a sandbox's bounds (rate_limited), rows "
 	    "of their own or only counted.", st->limited_flows);

@@ -14,17 +14,23 @@
  *       no mark, NEW    NFQUEUE, without --queue-bypass: no reader, no pass
  *       anything else   drop
  *   filter FORWARD from the uplink (a server's packet): accepted on the
- *       allow or inspect mark, queued on the verify mark (inspect.c: the
- *       ACK that proves the server took the bytes sluiced read), dropped
- *       otherwise
- *   mangle POSTROUTING/INPUT  allow mark -> connmark, for the rest of the flow
+ *       allow or inspect mark; on the verify mark copied to sluiced
+ *       (NFLOG) and accepted (inspect.c: the ACK that proves the server
+ *       took the bytes sluiced read; queued instead where NFLOG is
+ *       missing); dropped otherwise
+ *   mangle POSTROUTING/INPUT  a mark a decision set -> connmark, for the
+ *       rest of the flow
  * except DNS to the gateway itself (UDP/TCP 53 on INPUT), accepted for the
  * resolver before anything is queued.
  * sluiced answers a queued packet with NF_ACCEPT + allow mark, or with
  * NF_REPEAT + deny mark so the same chain rejects it: the kernel sends the
  * RST and the client fails at once instead of timing out. The verdict
  * cannot set the conntrack mark directly here (no NETLINK_GLUE_CT), hence
- * the packet mark saved by CONNMARK.
+ * the packet mark saved by CONNMARK. Only a mark a decision set is saved
+ * (GW_MARK_SET, which the verdicts add): a packet whose mark was restored
+ * from its connection, between PREROUTING and POSTROUTING while sluiced
+ * changes that connection's mark over ctnetlink, would write the old one
+ * back.
  */
 #include <stdio.h>
 #include <string.h>
@@ -118,7 +124,7 @@ fastsyn_table(char *buf, size_t len)
 	    " chain bound {\n"
 	    "  meta iif . ip saddr . ip daddr . tcp dport @" GW_FASTSYN_SET " meta mark set meta mark | 0x%x\n"
 	    " }\n"
-	    "}\n", GW_MARK_INSPECT);
+	    "}\n", GW_MARK_INSPECT | GW_MARK_SET);
 	return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
@@ -148,7 +154,7 @@ bare_acks(char *buf, size_t len, bool kernel_syn)
 static int
 ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 {
-	char rules[8192], rules6[512], target[64], acks[1536];
+	char rules[8192], rules6[512], target[64], acks[1536], proof[256];
 	const char *raw = extras ? raw_dns : "";
 	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
@@ -168,6 +174,18 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	acks[0] = '\0';
 	if (extras)
 		bare_acks(acks, sizeof(acks), gw->cfg.kernel_syn);
+	/* the server's packets under the verify mark: a copy of each is
+	 * enough (its ACK is read, nothing else), and the packet goes on at
+	 * once; without NFLOG each waits in the queue for its verdict */
+	if (extras)
+		snprintf(proof, sizeof(proof),
+		    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j NFLOG --nflog-group %u --nflog-size 128\n"
+		    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n",
+		    GW_MARK_VERIFY, m, GW_VERIFY_GROUP, GW_MARK_VERIFY, m);
+	else
+		snprintf(proof, sizeof(proof),
+		    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n",
+		    GW_MARK_VERIFY, m, target);
 
 	n = snprintf(rules, sizeof(rules),
 	    "%s"
@@ -187,9 +205,9 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	     * would expire between the gateway and the server (seen by the
 	     * gateway, never by the server) cannot be built */
 	    "-A FORWARD -i " GW_SB_IF_PREFIX "+ -j TTL --ttl-set 64\n"
-	    /* allow and inspect marks go onto the connection */
-	    "-A INPUT -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
-	    "-A POSTROUTING -m mark ! --mark 0x0/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
+	    /* the marks decisions set go onto the connection */
+	    "-A INPUT -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
+	    "-A POSTROUTING -m mark --mark 0x%x/0x%x -j CONNMARK --save-mark --nfmask 0x%x --ctmask 0x%x\n"
 	    "COMMIT\n"
 	    "*nat\n"
 	    ":PREROUTING ACCEPT [0:0]\n"
@@ -233,7 +251,7 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	     * the bytes sluiced read, and not others (inspect.c) */
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
-	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j NFQUEUE %s\n"
+	    "%s"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    /* a denied inspected flow keeps its deny mark: all it sends
 	     * next is reset too (a denied new flow does not: the reset's
@@ -262,11 +280,11 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    "-A sluice-sandbox -j DROP\n"
 	    "COMMIT\n",
 	    raw, m, m,
-	    m, m, m,
-	    m, m, m,
+	    GW_MARK_SET, GW_MARK_SET, m, m,
+	    GW_MARK_SET, GW_MARK_SET, m, m,
 	    GW_MARK_ALLOW, m,
 	    GW_MARK_INSPECT, m,
-	    GW_MARK_VERIFY, m, target,
+	    proof,
 	    GW_MARK_ALLOW, m,
 	    GW_MARK_DENY, m, m, m,
 	    GW_MARK_DENY, m,
@@ -317,13 +335,14 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 
 	if (ruleset_load(gw, true, err, errlen) == -1) {
 		log_warnx("ruleset: %s; loading it without the bare-ACK, "
-		    "kernel-SYN and DNS-notrack rules (xt_u32, "
+		    "kernel-SYN, DNS-notrack and proof-copy rules (xt_u32, "
 		    "xt_addrtype, xt_CT, NFLOG): those packets take the queue "
 		    "and conntrack instead", err);
 		if (ruleset_load(gw, false, err, errlen) == -1)
 			return -1;
 		extras = false;
 	}
+	gw->verify_copies = extras;
 	/* The set and the chain that marks SYNs by it: without them (no
 	 * nft, a kernel without concatenated sets) every SYN is queued. */
 	gw->fastsyn_rules = false;

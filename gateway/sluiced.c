@@ -155,6 +155,16 @@ open_queue(struct gw *gw, char *err, size_t errlen)
 	} else {
 		gw->queue = nfq_queue_open((uint16_t)gw->cfg.queue_num,
 		    gw->cfg.queue_maxlen, err, errlen);
+		if (gw->queue != NULL)
+			nfq_queue_set_mark_bits(gw->queue, GW_MARK_SET);
+	}
+	/* the proof's copies: without them no inspected connection could
+	 * ever be let go, so sluiced does not start */
+	if ((gw->queue != NULL || gw->workers != NULL) &&
+	    gw_verify_open(gw, err, errlen) == -1) {
+		if (gw_netns_enter(gw->home_nsfd) == -1)
+			fatal("setns back home");
+		return -1;
 	}
 	gw_fastsyn_open(gw);
 	if (gw_netns_enter(gw->home_nsfd) == -1)
@@ -320,7 +330,7 @@ main(int argc, char **argv)
 
 	/* pfd: queue, control, signals, conntrack, reaper, kernel SYNs,
 	 * the workers' wake-up, then the rest */
-#define NFIXED	7
+#define NFIXED	8
 	while (running) {
 		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
 		    16 + GW_METRICS_POLLFDS];
@@ -344,6 +354,8 @@ main(int argc, char **argv)
 		    nfq_nflog_fd(gw.nflog) : -1, .events = POLLIN };
 		pfd[6] = (struct pollfd){ .fd = gw.workers == NULL ? -1 :
 		    gw.wake_fd, .events = POLLIN };
+		pfd[7] = (struct pollfd){ .fd = gw.vlog ?
+		    nfq_nflog_fd(gw.vlog) : -1, .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
@@ -399,6 +411,9 @@ main(int argc, char **argv)
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
+		/* copies of server packets: the proof of first flights */
+		if (pfd[7].revents & POLLIN)
+			gw_verify_read(&gw);
 		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, gw_now_ms());
 		gw_inspect_expire(&gw, gw_now_ms());
 		gw_limits_expire(&gw, gw_now_ms(), false);
@@ -433,6 +448,7 @@ main(int argc, char **argv)
 
 	gw_workers_stop(&gw);
 	gw_fastsyn_close(&gw);
+	gw_verify_close(&gw);
 	gw_reaper_stop(&gw);
 
 	gw_control_close(&gw);

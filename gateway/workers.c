@@ -135,6 +135,7 @@ gw_workers_open(struct gw *gw, char *err, size_t errlen)
 		    gw->cfg.queue_maxlen, err, errlen);
 		if (w->queue == NULL)
 			return -1;
+		nfq_queue_set_mark_bits(w->queue, GW_MARK_SET);
 	}
 	return 0;
 }

@@ -556,6 +556,27 @@ ct_request(void *buf, uint16_t type, uint16_t flags, uint32_t seq)
 	return nlh;
 }
 
+/* The original tuple of an IPv4 connection (addresses in network order,
+ * ports in host order), the key of a request about one connection. */
+static void
+ct_put_tuple(struct nlmsghdr *nlh, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport)
+{
+	struct nlattr *tuple, *nest;
+
+	tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);
+	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, daddr);
+	mnl_attr_nest_end(nlh, nest);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, proto);
+	mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(sport));
+	mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(dport));
+	mnl_attr_nest_end(nlh, nest);
+	mnl_attr_nest_end(nlh, tuple);
+}
+
 /* nfq_ct_get's answer: the connection, or the error the kernel sent. */
 struct ct_answer {
 	struct nfq_ct_end	*e;
@@ -581,23 +602,12 @@ nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
 	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct ct_answer a = { e, 0 };
 	struct nlmsghdr *nlh;
-	struct nlattr *tuple, *nest;
 	uint32_t seq = ++ct->q_seq, portid = mnl_socket_get_portid(ct->q);
 	ssize_t n;
 	int rc;
 
 	nlh = ct_request(buf, CT_GET_TYPE, 0, seq);
-	tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
-	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
-	mnl_attr_put_u32(nlh, CTA_IP_V4_SRC, saddr);
-	mnl_attr_put_u32(nlh, CTA_IP_V4_DST, daddr);
-	mnl_attr_nest_end(nlh, nest);
-	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
-	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, proto);
-	mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(sport));
-	mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(dport));
-	mnl_attr_nest_end(nlh, nest);
-	mnl_attr_nest_end(nlh, tuple);
+	ct_put_tuple(nlh, proto, saddr, sport, daddr, dport);
 	if (mnl_socket_sendto(ct->q, nlh, nlh->nlmsg_len) == -1)
 		return -1;
 	for (;;) {
@@ -617,6 +627,80 @@ nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
 		return -1;
 	}
 	return 1;
+}
+
+/* ---- connection marks ------------------------------------------------- */
+
+struct nfq_ctmark {
+	struct mnl_socket	*nl;
+	uint32_t		 seq;
+	/* a request, then its acknowledgement: an error message, which
+	 * quotes the request */
+	alignas(struct nlmsghdr) char buf[4096];
+};
+
+struct nfq_ctmark *
+nfq_ctmark_open(char *err, size_t errlen)
+{
+	struct nfq_ctmark *m;
+	struct timeval tv = { .tv_sec = CT_GET_TIMEOUT_MS / 1000,
+	    .tv_usec = CT_GET_TIMEOUT_MS % 1000 * 1000 };
+
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		ct_err(err, errlen, "calloc", errno);
+		return NULL;
+	}
+	/* blocking, with a bound on the wait: each change is acknowledged */
+	if ((m->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) ==
+	    NULL || setsockopt(mnl_socket_get_fd(m->nl), SOL_SOCKET,
+	    SO_RCVTIMEO, &tv, sizeof(tv)) == -1 ||
+	    mnl_socket_bind(m->nl, 0, MNL_SOCKET_AUTOPID) == -1) {
+		ct_err(err, errlen, "conntrack marks: netlink socket", errno);
+		nfq_ctmark_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+int
+nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport, uint32_t mark,
+    uint32_t mask)
+{
+	struct nlmsghdr *nlh;
+	uint32_t seq = ++m->seq, portid = mnl_socket_get_portid(m->nl);
+	ssize_t n;
+
+	/* IPCTNL_MSG_CT_NEW without NLM_F_CREATE changes the connection the
+	 * tuple names, or fails with ENOENT; the kernel replaces the bits of
+	 * the mark that CTA_MARK_MASK covers */
+	nlh = ct_request(m->buf, CT_NEW_TYPE, NLM_F_ACK, seq);
+	ct_put_tuple(nlh, proto, saddr, sport, daddr, dport);
+	mnl_attr_put_u32(nlh, CTA_MARK, htonl(mark & mask));
+	mnl_attr_put_u32(nlh, CTA_MARK_MASK, htonl(mask));
+	if (mnl_socket_sendto(m->nl, nlh, nlh->nlmsg_len) == -1)
+		return -1;
+	for (;;) {
+		if ((n = ct_recv(m->nl, m->buf, sizeof(m->buf))) == -1)
+			return -1;
+		/* the acknowledgement of a change that timed out: skip */
+		if ((size_t)n >= sizeof(*nlh) &&
+		    ((const struct nlmsghdr *)(void *)m->buf)->nlmsg_seq != seq)
+			continue;
+		/* the acknowledgement is an error message: 0, or errno */
+		return mnl_cb_run(m->buf, (size_t)n, seq, portid, NULL,
+		    NULL) == MNL_CB_ERROR ? -1 : 0;
+	}
+}
+
+void
+nfq_ctmark_close(struct nfq_ctmark *m)
+{
+	if (m == NULL)
+		return;
+	if (m->nl != NULL)
+		mnl_socket_close(m->nl);
+	free(m);
 }
 
 void

@@ -356,7 +356,8 @@ nfq_nflog_open(uint16_t group, char *err, size_t errlen)
 		    strerror(errno));
 		goto fail;
 	}
-	/* the headers are enough: a SYN the set lets through has no payload */
+	/* the headers are enough: a SYN the set lets through has no
+	 * payload, and a server's packet is read for its ACK */
 	memset(&mode, 0, sizeof(mode));
 	mode.copy_mode = NFULNL_COPY_PACKET;
 	mode.copy_range = htonl(128);
@@ -406,6 +407,8 @@ nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
 	    tb) < 0 || tb[NFULA_PAYLOAD] == NULL ||
 	    (tb[NFULA_IFINDEX_INDEV] != NULL &&
 	    mnl_attr_get_payload_len(tb[NFULA_IFINDEX_INDEV]) < 4) ||
+	    (tb[NFULA_IFINDEX_OUTDEV] != NULL &&
+	    mnl_attr_get_payload_len(tb[NFULA_IFINDEX_OUTDEV]) < 4) ||
 	    (tb[NFULA_MARK] != NULL &&
 	    mnl_attr_get_payload_len(tb[NFULA_MARK]) < 4)) {
 		l->stats.bad_messages++;
@@ -415,6 +418,8 @@ nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
 	pkt.copy = true;
 	if (tb[NFULA_IFINDEX_INDEV] != NULL)
 		pkt.indev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_INDEV]));
+	if (tb[NFULA_IFINDEX_OUTDEV] != NULL)
+		pkt.outdev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_OUTDEV]));
 	if (tb[NFULA_MARK] != NULL)
 		pkt.mark = ntohl(mnl_attr_get_u32(tb[NFULA_MARK]));
 	pkt.payload = mnl_attr_get_payload(tb[NFULA_PAYLOAD]);

@@ -71,6 +71,10 @@ uint16_t nfq_queue_num(const struct nfq_queue *q);
 int nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
     bool set_mark, uint32_t mark);
 
+/* Every mark but 0 that a verdict of q sets carries bits as well (the
+ * gateway's "set by a decision" bit: ruleset.c). */
+void nfq_queue_set_mark_bits(struct nfq_queue *q, uint32_t bits);
+
 /* The same verdict for n packets (a held flight), in order, in as few
  * sends as possible. Returns 0 or -1 with errno. */
 int nfq_queue_verdicts(struct nfq_queue *q, const uint32_t *ids, size_t n,
@@ -119,6 +123,12 @@ enum nfq_parse_error {
  * and fills t; pointers in t point into buf.
  */
 enum nfq_parse_error nfq_packet_parse(const uint8_t *buf, size_t len,
+    struct nfq_tuple *t);
+
+/* The same for a copy of the packet's first len bytes (an NFLOG copy's
+ * range): the headers must be whole, the payload may be cut short;
+ * l4_payload and l4_len are what was copied of it. */
+enum nfq_parse_error nfq_packet_parse_head(const uint8_t *buf, size_t len,
     struct nfq_tuple *t);
 
 const char *nfq_parse_error_str(enum nfq_parse_error e);
@@ -488,6 +498,24 @@ int nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr,
 
 void nfq_ct_close(struct nfq_ct *ct);	/* NULL-safe */
 
+struct nfq_ctmark;
+
+/* A socket for changing connection marks in the caller's network
+ * namespace (CAP_NET_ADMIN). NULL with a message in err. */
+struct nfq_ctmark *nfq_ctmark_open(char *err, size_t errlen);
+
+/*
+ * Sets the bits of the mark of the IPv4 connection whose original tuple is
+ * saddr:sport -> daddr:dport (network order, host order) that mask covers
+ * to mark's, and waits for the kernel to acknowledge it. 0, or -1 with
+ * errno: ENOENT when conntrack has no such connection, ETIMEDOUT without
+ * an answer within a second.
+ */
+int nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport, uint32_t mark,
+    uint32_t mask);
+void nfq_ctmark_close(struct nfq_ctmark *m);	/* NULL-safe */
+
 /*
  * Deletes every IPv4 conntrack entry, of any protocol and zone, whose
  * original source is saddr (network order), in the caller's network
@@ -570,8 +598,8 @@ struct nfq_nflog_stats {
 
 /*
  * Binds NFLOG group in the caller's network namespace, copying 128 bytes
- * of each packet, each sent at once (threshold 1). NULL with a message in
- * err.
+ * of each packet (the headers), each sent at once (threshold 1). NULL with
+ * a message in err.
  */
 struct nfq_nflog *nfq_nflog_open(uint16_t group, char *err, size_t errlen);
 int nfq_nflog_fd(const struct nfq_nflog *l);

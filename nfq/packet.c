@@ -1,4 +1,5 @@
 /* packet.c: parse a queued packet's IP and TCP/UDP/ICMP headers (IPv4; IPv6 for the log). */
+#include <stdbool.h>
 #include <string.h>
 #include <netinet/in.h>
 
@@ -75,8 +76,9 @@ parse_icmp(const uint8_t *l4, size_t l4len, struct nfq_tuple *t)
 	return NFQ_PARSE_OK;
 }
 
-enum nfq_parse_error
-nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
+/* cut: buf may hold only the packet's first len bytes (a copy's range) */
+static enum nfq_parse_error
+packet_parse(const uint8_t *buf, size_t len, bool cut, struct nfq_tuple *t)
 {
 	size_t hlen, totlen;
 
@@ -97,8 +99,10 @@ nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
 	totlen = get_be16(buf + 2);
 	if (totlen < hlen)
 		return NFQ_PARSE_BAD_HEADER;
-	if (totlen > len)
+	if (totlen > len && !cut)
 		return NFQ_PARSE_TRUNCATED;
+	if (totlen > len)
+		totlen = len;
 	if (get_be16(buf + 6) & (IP_FLAG_MF | IP_FRAG_OFFSET))
 		return NFQ_PARSE_FRAGMENT;
 
@@ -120,6 +124,18 @@ nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
 		t->l4_len = totlen - hlen;
 		return NFQ_PARSE_OK;
 	}
+}
+
+enum nfq_parse_error
+nfq_packet_parse(const uint8_t *buf, size_t len, struct nfq_tuple *t)
+{
+	return packet_parse(buf, len, false, t);
+}
+
+enum nfq_parse_error
+nfq_packet_parse_head(const uint8_t *buf, size_t len, struct nfq_tuple *t)
+{
+	return packet_parse(buf, len, true, t);
 }
 
 const char *

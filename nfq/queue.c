@@ -48,6 +48,7 @@ struct nfq_queue {
 	int			 handled;
 
 	struct nfq_queue_stats	 stats;
+	uint32_t		 mark_bits;	/* nfq_queue_set_mark_bits */
 
 	/* Received messages; packet payloads point in here. */
 	alignas(struct nlmsghdr) char buf[QUEUE_BUF_SIZE];
@@ -367,6 +368,12 @@ nfq_queue_recv(struct nfq_queue *q, nfq_packet_cb cb, void *arg)
 	return q->handled;
 }
 
+void
+nfq_queue_set_mark_bits(struct nfq_queue *q, uint32_t bits)
+{
+	q->mark_bits = bits;
+}
+
 int
 nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
     bool set_mark, uint32_t mark)
@@ -384,7 +391,8 @@ nfq_queue_verdict(struct nfq_queue *q, uint32_t id, uint32_t verdict,
 	nlh = nfq_nlmsg_put(msg, NFQNL_MSG_VERDICT, q->num);
 	nfq_nlmsg_verdict_put(nlh, (int)id, (int)verdict);
 	if (set_mark)
-		nfq_nlmsg_verdict_put_mark(nlh, mark);
+		nfq_nlmsg_verdict_put_mark(nlh, mark != 0 ?
+		    mark | q->mark_bits : 0);
 
 	/* The kernel handles the message inside sendto; ENOBUFS/EAGAIN mean
 	 * a momentary allocation failure, worth a few more attempts because
@@ -424,7 +432,8 @@ nfq_queue_verdicts(struct nfq_queue *q, const uint32_t *ids, size_t n,
 			nlh = nfq_nlmsg_put(msg + len, NFQNL_MSG_VERDICT, q->num);
 			nfq_nlmsg_verdict_put(nlh, (int)ids[i], (int)verdict);
 			if (set_mark)
-				nfq_nlmsg_verdict_put_mark(nlh, mark);
+				nfq_nlmsg_verdict_put_mark(nlh, mark != 0 ?
+				    mark | q->mark_bits : 0);
 			len += NLMSG_ALIGN(nlh->nlmsg_len);
 		}
 		for (tries = 1; ; tries++) {

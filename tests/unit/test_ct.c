@@ -1197,6 +1197,51 @@ test_get(void **state)
 	close(p.lfd);
 }
 
+/*
+ * nfq_ctmark_set: only the bits the mask covers change (the rest of the
+ * mark is another program's); a connection conntrack does not have is
+ * ENOENT.
+ */
+static void
+test_mark(void **state)
+{
+	struct nfq_ct *ct;
+	struct nfq_ctmark *m;
+	struct nfq_ct_end e;
+	struct tcp_pair p;
+	uint32_t lo = htonl(INADDR_LOOPBACK);
+	char err[256];
+
+	NEED_ENV(state);
+	ct = *state;
+	assert_non_null(m = nfq_ctmark_open(err, sizeof(err)));
+	tcp_connect(&p);
+	assert_int_equal(nfq_ctmark_set(m, IPPROTO_TCP, lo, p.cport, lo,
+	    p.sport, 0x00000abcU, 0xffffffffU), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_int_equal(e.mark, 0x00000abcU);
+	assert_int_equal(nfq_ctmark_set(m, IPPROTO_TCP, lo, p.cport, lo,
+	    p.sport, 0x70000000U, 0x70000000U), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_int_equal(e.mark, 0x70000abcU);
+	assert_int_equal(nfq_ctmark_set(m, IPPROTO_TCP, lo, p.cport, lo,
+	    p.sport, 0x10000000U, 0x70000000U), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_int_equal(e.mark, 0x10000abcU);
+	errno = 0;
+	assert_int_equal(nfq_ctmark_set(m, IPPROTO_TCP, lo, p.cport, lo,
+	    (uint16_t)(p.sport ^ 1), 0x10000000U, 0x70000000U), -1);
+	assert_int_equal(errno, ENOENT);
+	nfq_ctmark_close(m);
+	nfq_ctmark_close(NULL);
+	close(p.cfd);
+	close(p.sfd);
+	close(p.lfd);
+}
+
 /* One datagram from src to 127.0.0.1:port; returns the socket (its
  * source port names the entry). */
 static int
@@ -1376,6 +1421,7 @@ main(void)
 		T(test_overrun_counted),
 		T(test_forged_sender),
 		T(test_get),
+		T(test_mark),
 		T(test_flush_source),
 #undef T
 	};

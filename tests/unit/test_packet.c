@@ -113,6 +113,41 @@ test_tcp_payload_and_padding(void **state)
 	assert_int_equal(t.l4_len, 6);
 }
 
+/* A copy of a packet's first bytes (NFLOG's range): parse_head reads its
+ * headers, parse calls it truncated; headers cut short fail both. */
+static void
+test_head_of_a_copy(void **state)
+{
+	uint8_t p[20 + 32 + 8];
+	struct nfq_tuple t;
+	size_t k;
+
+	(void)state;
+	memcpy(p, tcp_syn, 40);
+	set_be16(p + 2, 1500);		/* the packet was 1,500 bytes */
+	p[32] = 0x80;			/* data offset 8: 12 bytes of options */
+	p[33] = 0x10;			/* ACK */
+	set_be16(p + 28, 0x0102);
+	set_be16(p + 30, 0x0304);	/* ack 0x01020304 */
+	memset(p + 40, 0, 20);
+	assert_int_equal(nfq_packet_parse(p, sizeof(p), &t),
+	    NFQ_PARSE_TRUNCATED);
+	assert_int_equal(nfq_packet_parse_head(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_TCP);
+	assert_int_equal(t.tcp_flags, 0x10);
+	assert_int_equal(t.tcp_ack, 0x01020304U);
+	assert_int_equal(t.tcp_optlen, 12);
+	assert_ptr_equal(t.l4_payload, p + 52);
+	assert_int_equal(t.l4_len, 8);	/* what was copied of it */
+	for (k = 0; k < 52; k++)
+		assert_int_equal(nfq_packet_parse_head(p, k, &t),
+		    NFQ_PARSE_TRUNCATED);
+	/* a whole packet parses the same both ways */
+	set_be16(p + 2, sizeof(p));
+	assert_int_equal(nfq_packet_parse_head(p, sizeof(p), &t), NFQ_PARSE_OK);
+	assert_int_equal(t.l4_len, 8);
+}
+
 static void
 test_udp(void **state)
 {
@@ -543,6 +578,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tcp_syn),
 		cmocka_unit_test(test_tcp_payload_and_padding),
+		cmocka_unit_test(test_head_of_a_copy),
 		cmocka_unit_test(test_udp),
 		cmocka_unit_test(test_udp_length_bounds_payload),
 		cmocka_unit_test(test_icmp_echo),

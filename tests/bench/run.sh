@@ -138,9 +138,9 @@ thread_cpu() {
 s_before() {
 	local st
 	st=$(bn_status)
-	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG SB_PAUSED <<< \
+	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG SB_PAUSED SB_COPIES <<< \
 	    "$(st_get "$st" queue.packets store.written store.queued \
-	    store.rejected queue.denied_unlogged dns.paused)"
+	    store.rejected queue.denied_unlogged dns.paused queue.verify_copies)"
 	SB_FLOW_ID=$(flows_max_id)
 	SB_DNS_ID=$(dns_max_id)
 	SB_LOST=$(lost_sum)
@@ -162,7 +162,7 @@ s_sample() {
 
 s_after() {
 	local t_end=$1 st pkts written queued rej unlog depth lag_ms=-1 qd ud
-	local cpu_m cpu_w rows drows lost deny now paused
+	local cpu_m cpu_w rows drows lost deny now paused copies
 	read -r cpu_m cpu_w <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	read -r qd ud <<< "$(bn_queue_drops)"
 	# The writer's lag: from the load's end until every record queued by
@@ -184,6 +184,7 @@ s_after() {
 		sleep 0.02
 	done
 	paused=$(st_get "$st" dns.paused)
+	copies=$(st_get "$st" queue.verify_copies)
 	rows=$(tb_sql "SELECT count(*) FROM flows WHERE id > $SB_FLOW_ID")
 	drows=$(tb_sql "SELECT count(*) FROM dns_queries WHERE id > $SB_DNS_ID")
 	deny=$(tb_sql "SELECT coalesce(group_concat(reason || ':' || n, ' '), '')
@@ -199,7 +200,8 @@ s_after() {
 	    "\"s_qdrop\": $((qd - SB_QD))" "\"s_udrop\": $((ud - SB_UD))"
 	    "\"s_cpu_main_ns\": $((cpu_m - SB_CPU_M))"
 	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))"
-	    "\"s_dns_paused\": $((paused - SB_PAUSED))")
+	    "\"s_dns_paused\": $((paused - SB_PAUSED))"
+	    "\"s_copies\": $((${copies:-0} - ${SB_COPIES:-0}))")
 }
 
 # conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's

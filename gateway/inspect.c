@@ -18,9 +18,6 @@
 #define TH_ACK	0x10
 #define TH_URG	0x20
 
-#define GW_KEPT_RANGES	128
-#define GW_KEPT_BYTES	NFQ_REASM_MAX
-
 enum hold_kind { HOLD_TLS = GW_INSPECT_TLS, HOLD_HTTP = GW_INSPECT_HTTP };
 
 /*
@@ -57,17 +54,8 @@ struct hold {
 						 * last byte let out (the stream's
 						 * start until one is) */
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
-	 * the server has not acknowledged yet, in stream order; ranges
-	 * that touch are one */
-	struct kept {
-		uint32_t	 seq;
-		uint32_t	 len;
-	}			 kr[GW_KEPT_RANGES];
-	size_t			 nkr;
-	uint8_t			*kept;		/* their bytes, back to back */
-	size_t			 kept_len;
-	size_t			 kept_cap;	/* grows to GW_KEPT_BYTES: a
-						 * head is mostly far smaller */
+	 * the server has not acknowledged yet */
+	struct nfq_kept		 kept;
 	bool			 marked;	/* HTTP: the connection's mark
 						 * was set back to inspect over
 						 * ctnetlink, and no framing
@@ -182,7 +170,7 @@ hold_free(struct gw *gw, struct hold *h)
 		*pp = h->next;
 	free(h->reasm);
 	free(h->http);
-	free(h->kept);
+	nfq_kept_free(&h->kept);
 	while (h->ncap > 0)
 		free(h->cap[--h->ncap]);
 	nfq_class_flow_free(h->cls);
@@ -439,104 +427,8 @@ add_id(struct gw *gw, struct hold *h, uint32_t id)
 static uint32_t
 hold_mark(const struct hold *h)
 {
-	return (h->kind == HOLD_TLS ? h->verifying : h->nkr > 0) ?
+	return (h->kind == HOLD_TLS ? h->verifying : h->kept.n > 0) ?
 	    GW_MARK_VERIFY : GW_MARK_INSPECT;
-}
-
-/* ---- HTTP framing kept until the server acknowledges it -------------- */
-
-/* Room for framing bytes at seq: 0 when the ranges or bytes are used up. */
-static size_t
-kept_room(const struct hold *h, uint32_t seq)
-{
-	const struct kept *last = h->nkr > 0 ? &h->kr[h->nkr - 1] : NULL;
-
-	if (h->nkr == GW_KEPT_RANGES && last->seq + last->len != seq)
-		return 0;
-	return GW_KEPT_BYTES - h->kept_len;
-}
-
-/* Keeps framing bytes read at seq (kept_room said there is room). */
-static int
-kept_add(struct hold *h, uint32_t seq, const uint8_t *data, size_t len)
-{
-	struct kept *last = h->nkr > 0 ? &h->kr[h->nkr - 1] : NULL;
-
-	if (len == 0)
-		return 0;
-	if (h->kept_len + len > h->kept_cap) {
-		size_t cap = h->kept_cap != 0 ? h->kept_cap : 1024;
-		uint8_t *p;
-
-		while (cap < h->kept_len + len)
-			cap *= 2;
-		if (cap > GW_KEPT_BYTES)
-			cap = GW_KEPT_BYTES;
-		if ((p = realloc(h->kept, cap)) == NULL)
-			return -1;
-		h->kept = p;
-		h->kept_cap = cap;
-	}
-	memcpy(h->kept + h->kept_len, data, len);
-	h->kept_len += len;
-	h->marked = false;	/* these go out under the verify mark */
-	if (last != NULL && last->seq + last->len == seq) {
-		last->len += (uint32_t)len;
-		return 0;
-	}
-	h->kr[h->nkr].seq = seq;
-	h->kr[h->nkr].len = (uint32_t)len;
-	h->nkr++;
-	return 0;
-}
-
-/* True when every byte of the segment that overlaps kept framing equals
- * it: another version of a head or a chunk line is never let through. */
-static bool
-kept_agrees(const struct hold *h, uint32_t seq, const uint8_t *data,
-    size_t len)
-{
-	const uint8_t *p = h->kept;
-	size_t i;
-
-	for (i = 0; i < h->nkr; p += h->kr[i].len, i++) {
-		uint32_t rs = h->kr[i].seq, rl = h->kr[i].len, o, n;
-
-		if ((o = seq - rs) < rl) {	/* starts inside the range */
-			n = rl - o < len ? rl - o : (uint32_t)len;
-			if (memcmp(data, p + o, n) != 0)
-				return false;
-		} else if ((o = rs - seq) < len) {	/* the range inside it */
-			n = len - o < rl ? (uint32_t)(len - o) : rl;
-			if (memcmp(data + o, p, n) != 0)
-				return false;
-		}
-	}
-	return true;
-}
-
-/* The server has acknowledged every byte before ack: those bytes go, the
- * ranges wholly before it and the front of one it ends inside. */
-static void
-kept_ack(struct hold *h, uint32_t ack)
-{
-	size_t n = 0, bytes = 0;
-	uint32_t cut;
-
-	while (n < h->nkr &&
-	    (int32_t)(ack - (h->kr[n].seq + h->kr[n].len)) >= 0)
-		bytes += h->kr[n++].len;
-	if (n < h->nkr && (cut = ack - h->kr[n].seq) < h->kr[n].len) {
-		bytes += cut;
-		h->kr[n].seq += cut;
-		h->kr[n].len -= cut;
-	}
-	if (bytes == 0)
-		return;
-	memmove(h->kr, h->kr + n, (h->nkr - n) * sizeof(h->kr[0]));
-	h->nkr -= n;
-	memmove(h->kept, h->kept + bytes, h->kept_len - bytes);
-	h->kept_len -= bytes;
 }
 
 /* ---- TLS ----------------------------------------------------------- */
@@ -647,11 +539,12 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 			off += used;
 			continue;
 		}
-		if ((room = kept_room(h, seq + (uint32_t)off)) == 0) {
+		if ((room = nfq_kept_room(&h->kept, seq + (uint32_t)off)) ==
+		    0) {
 			/* wait for the server's ACK, if one can free some:
 			 * the first range went out whole; else none will */
-			if ((int32_t)(h->sent_end -
-			    (h->kr[0].seq + h->kr[0].len)) >= 0) {
+			if ((int32_t)(h->sent_end - (h->kept.r[0].seq +
+			    h->kept.r[0].len)) >= 0) {
 				h->paused = true;
 				break;
 			}
@@ -660,10 +553,13 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		}
 		st = nfq_http_feed_framing(h->http, data + off,
 		    room < len - off ? room : len - off, &used, &head, &error);
-		if (kept_add(h, seq + (uint32_t)off, data + off, used) == -1) {
+		if (nfq_kept_add(&h->kept, seq + (uint32_t)off, data + off,
+		    used) == -1) {
 			deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
 			return -1;
 		}
+		if (used > 0)
+			h->marked = false;	/* goes out under verify */
 		off += used;
 		if (st == NFQ_HTTP_NEED_MORE && used == 0 &&
 		    nfq_http_opaque(h->http) == 0)
@@ -814,7 +710,8 @@ take(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	h->data = true;
 	seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0);
 	if (h->kind == HOLD_HTTP) {
-		if (!kept_agrees(h, seq, t->l4_payload, t->l4_len)) {
+		if (!nfq_kept_agrees(&h->kept, seq, t->l4_payload,
+		    t->l4_len)) {
 			/* another version of framing already read: the
 			 * server may never have taken the first one */
 			deny_hold(gw, sb, h, GW_R_MALFORMED_HTTP, NULL, NULL);
@@ -1140,13 +1037,13 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		return;
 	}
 	if (t->tcp_flags & TH_ACK)
-		kept_ack(h, t->tcp_ack);
+		nfq_kept_ack(&h->kept, t->tcp_ack);
 	/* a copy changes the mark once, not once for each copy after */
 	if (!pkt->copy || !h->marked) {
 		proof_mark(gw, pkt, h, hold_mark(h));
-		h->marked = pkt->copy && h->nkr == 0;
+		h->marked = pkt->copy && h->kept.n == 0;
 	}
-	if ((t->tcp_flags & TH_RST) || (h->fin && h->nkr == 0)) {
+	if ((t->tcp_flags & TH_RST) || (h->fin && h->kept.n == 0)) {
 		hold_free(gw, h);	/* nothing more to wait for */
 		return;
 	}

@@ -397,6 +397,52 @@ bool nfq_reasm_agrees(const struct nfq_reasm *r, uint32_t seq,
  * contiguous is cut to contiguous: only bytes without a gap are dropped. */
 void nfq_reasm_consume(struct nfq_reasm *r, size_t n);
 
+/* ---- bytes kept until the server acknowledges them (kept.c) ----------- */
+
+#define NFQ_KEPT_RANGES	128		/* separate ranges at once */
+#define NFQ_KEPT_BYTES	NFQ_REASM_MAX	/* bytes at once */
+
+/*
+ * Ranges of a client's stream (sequence number, length) in stream order,
+ * with their bytes back to back; ranges that touch are one. Zeroed, it is
+ * empty. Pure but for the bytes' allocation, which grows by doubling from
+ * 1 KiB to NFQ_KEPT_BYTES.
+ */
+struct nfq_kept_range {
+	uint32_t	 seq;
+	uint32_t	 len;
+};
+
+struct nfq_kept {
+	struct nfq_kept_range	 r[NFQ_KEPT_RANGES];
+	size_t			 n;
+	uint8_t			*bytes;
+	size_t			 len;		/* bytes kept */
+	size_t			 cap;		/* bytes allocated */
+};
+
+/* Frees the bytes; k is empty again. */
+void nfq_kept_free(struct nfq_kept *k);
+
+/* Bytes that may be kept from seq on: 0 when the bytes are used up, or
+ * the ranges are and seq does not continue the last one. */
+size_t nfq_kept_room(const struct nfq_kept *k, uint32_t seq);
+
+/* Keeps len bytes read at seq, after every range kept (stream order).
+ * -1 when they do not fit (nfq_kept_room) or memory runs out: nothing is
+ * kept then. */
+int nfq_kept_add(struct nfq_kept *k, uint32_t seq, const uint8_t *data,
+    size_t len);
+
+/* True when every byte of the segment that overlaps a kept range equals
+ * it. Modular sequence numbers, as TCP's. */
+bool nfq_kept_agrees(const struct nfq_kept *k, uint32_t seq,
+    const uint8_t *data, size_t len);
+
+/* The server acknowledged every byte before ack: ranges wholly before it
+ * go, and the front of one it ends inside. */
+void nfq_kept_ack(struct nfq_kept *k, uint32_t ack);
+
 /* ---- protocol identity with nDPI (classify.c) -------------------------- */
 
 struct nfq_classifier;

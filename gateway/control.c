@@ -203,7 +203,7 @@ handle(struct gw *gw, json_t *req)
 		if (gw->vlog != NULL)
 			nfq_nflog_stats(gw->vlog, &vs);
 		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:I, "
-		    "s:I, s:I, s:I}, "
+		    "s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -217,6 +217,7 @@ handle(struct gw *gw, json_t *req)
 		    "verify_copies", (json_int_t)vs.packets,
 		    "verify_copies_lost", (json_int_t)vs.overruns,
 		    "verify_mark_errors", (json_int_t)gw->verify_mark_errors,
+		    "held_flows", (json_int_t)gw_inspect_count(gw),
 		    "store", "queued", (json_int_t)st.queued,
 		    "written", (json_int_t)st.written,
 		    "rejected", (json_int_t)st.rejected,

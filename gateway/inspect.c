@@ -1113,6 +1113,14 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	}
 	flow_key(pkt, t, &key);
 	h = hold_find(gw->holds, &key);
+	if (h != NULL && gw->vlog != NULL && hold_mark(h) == GW_MARK_VERIFY) {
+		/* what the client answers, the server sent: it was copied
+		 * before it went on, so the proof may be waiting unread.
+		 * Read first, the client's packet then meets the state the
+		 * proof left (which may free the hold) */
+		gw_verify_read(gw);
+		h = hold_find(gw->holds, &key);
+	}
 	if (h == NULL && gw->nflog != NULL) {
 		/* a SYN the kernel accepted: its copy was in the socket
 		 * before the SYN left, so it is there to read now */

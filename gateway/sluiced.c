@@ -407,13 +407,14 @@ main(int argc, char **argv)
 		 * flights that follow them */
 		if (pfd[5].revents & POLLIN)
 			gw_fastsyn_read(&gw);
+		/* copies of server packets (the proof of first flights),
+		 * before the client packets that answer them */
+		if (pfd[7].revents & POLLIN)
+			gw_verify_read(&gw);
 		if (pfd[0].revents & POLLIN) {
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
 		}
-		/* copies of server packets: the proof of first flights */
-		if (pfd[7].revents & POLLIN)
-			gw_verify_read(&gw);
 		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, gw_now_ms());
 		gw_inspect_expire(&gw, gw_now_ms());
 		gw_limits_expire(&gw, gw_now_ms(), false);

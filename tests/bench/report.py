@@ -244,11 +244,11 @@ def main():
     w("### Inside S: queue, log, CPU (per run, median)")
     w("")
     w("| load | conn/s | queued packets per conn | server packets copied per conn "
-      "| sluiced CPU µs per conn (loop + writer) "
+      "| flows held at once (max) | sluiced CPU µs per conn (loop + writer) "
       "| log rows/s | writer lag, ms (max) | writer queue depth (max) | client errors "
       "| completed without a row | failed without a row "
       "| records refused or lost | kernel queue drops | denials |")
-    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     peak = None
     all_lost = 0
     all_drops = 0
@@ -263,6 +263,7 @@ def main():
         rate = med([r["rate"] for r in rs])
         ppc = med([r["s_pkts"] / r["started"] for r in rs if r.get("started")])
         cpc = med([r.get("s_copies", 0) / r["started"] for r in rs if r.get("started")])
+        held = max(r.get("s_held_max", 0) for r in rs)
         cpu = med([(r["s_cpu_main_ns"] + r["s_cpu_writer_ns"]) / 1000 / r["started"]
                    for r in rs if r.get("started")])
         cpu_m = med([r["s_cpu_main_ns"] / 1000 / r["started"] for r in rs if r.get("started")])
@@ -290,7 +291,7 @@ def main():
             for item in r.get("s_denials", "").split():
                 k, _, n = item.partition(":")
                 den[k] = den.get(k, 0) + int(n)
-        w(f"| {t} | {fmt(rate, 0)} | {fmt(ppc, 1)} | {fmt(cpc, 1)} | {fmt(cpu, 1)} ({fmt(cpu_m, 1)} + "
+        w(f"| {t} | {fmt(rate, 0)} | {fmt(ppc, 1)} | {fmt(cpc, 1)} | {held} | {fmt(cpu, 1)} ({fmt(cpu_m, 1)} + "
           f"{fmt(cpu - cpu_m if cpu is not None and cpu_m is not None else None, 1)}) | "
           f"{fmt(rows_s, 0)} | {fmt(med(lag), 0)} ({fmt(max(lag), 0)}) | {depth} | {cerr} | {norow_ok} | "
           f"{norow_err} | {refused} | "

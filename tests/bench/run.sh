@@ -147,17 +147,21 @@ s_before() {
 	read -r SB_QD SB_UD <<< "$(bn_queue_drops)"
 	read -r SB_CPU_M SB_CPU_W <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	SB_DEPTH_MAX=0
+	SB_HELD_MAX=0
 }
 
-# s_sample: while a load runs, the writer's queue depth (max kept). It
-# runs only during S's loads, so it must cost next to nothing: one
-# `sluice status` (C) and a sed, no interpreter (a python3 start every
+# s_sample: while a load runs, the writer's queue depth and the flows held
+# for inspection (max kept). It runs only during S's loads, so it must
+# cost next to nothing: one `sluice status` (C) and two seds, no interpreter (a python3 start every
 # 250 ms took a tenth of a CPU from S alone and put milliseconds on its
 # latency tail that B1 and P did not carry).
 s_sample() {
-	local d
-	d=$(bn_status | sed -n 's/.*"depth": *\([0-9]*\).*/\1/p')
+	local st d h
+	st=$(bn_status)
+	d=$(sed -n 's/.*"depth": *\([0-9]*\).*/\1/p' <<< "$st")
+	h=$(sed -n 's/.*"held_flows": *\([0-9]*\).*/\1/p' <<< "$st")
 	[ "${d:-0}" -gt "$SB_DEPTH_MAX" ] && SB_DEPTH_MAX=$d
+	[ "${h:-0}" -gt "$SB_HELD_MAX" ] && SB_HELD_MAX=$h
 }
 
 s_after() {
@@ -201,7 +205,8 @@ s_after() {
 	    "\"s_cpu_main_ns\": $((cpu_m - SB_CPU_M))"
 	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))"
 	    "\"s_dns_paused\": $((paused - SB_PAUSED))"
-	    "\"s_copies\": $((${copies:-0} - ${SB_COPIES:-0}))")
+	    "\"s_copies\": $((${copies:-0} - ${SB_COPIES:-0}))"
+	    "\"s_held_max\": $SB_HELD_MAX")
 }
 
 # conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's

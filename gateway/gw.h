@@ -409,7 +409,8 @@ size_t gw_inspect_count(const struct gw *gw);
  * namespace when the ruleset copies them (verify_copies); -1 with a
  * message in err. */
 int gw_verify_open(struct gw *gw, char *err, size_t errlen);
-void gw_verify_read(struct gw *gw);
+void gw_verify_read(struct gw *gw);	/* a batch of what is waiting */
+void gw_verify_drain(struct gw *gw);	/* all of it */
 void gw_verify_close(struct gw *gw);	/* safe when not open */
 
 /*

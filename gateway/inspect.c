@@ -56,6 +56,8 @@ struct hold {
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
 	 * the server has not acknowledged yet */
 	struct nfq_kept		 kept;
+	uint64_t		 verify_due;	/* HTTP: kept framing let out
+						 * must be acknowledged by */
 	bool			 marked;	/* HTTP: the connection's mark
 						 * was set back to inspect over
 						 * ctnetlink, and no framing
@@ -553,6 +555,8 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		}
 		st = nfq_http_feed_framing(h->http, data + off,
 		    room < len - off ? room : len - off, &used, &head, &error);
+		if (used > 0 && h->kept.n == 0)
+			h->verify_due = now + GW_VERIFY_MS;
 		if (nfq_kept_add(&h->kept, seq + (uint32_t)off, data + off,
 		    used) == -1) {
 			deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
@@ -859,6 +863,11 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	size_t i;
 	uint32_t b;
 
+	/* Copies made before this SYN are of other connections, or of an
+	 * earlier one on this 5-tuple: read them all now, so none is taken
+	 * for this one's proof (a stale ACK matching its sequence numbers).
+	 * Its server has sent nothing yet: the SYN has not gone on. */
+	gw_verify_drain(gw);
 	flow_key(pkt, t, &key);
 	if ((h = hold_find(hs, &key)) != NULL) {
 		if (h->t.tcp_seq == t->tcp_seq) {
@@ -953,6 +962,41 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	return 0;
 }
 
+/* Changes the connection's mark over ctnetlink. ENOENT: it is gone. */
+static bool
+conn_mark(struct gw *gw, const struct hold *h, uint32_t mark)
+{
+	if (nfq_ctmark_set(gw->ctmark, IPPROTO_TCP, h->key.saddr,
+	    h->key.sport, h->key.daddr, h->key.dport, mark,
+	    GW_MARK_MASK) == 0 || errno == ENOENT)
+		return true;
+	/* a proven one: its client packets find no hold and are refused
+	 * (the TLS flow table entry covers GW_FLOW_ALLOW_TTL_MS) */
+	gw->verify_mark_errors++;
+	log_warn("conntrack mark of connection to port %u", h->key.dport);
+	return false;
+}
+
+/*
+ * The server has not acknowledged the bytes sluiced decided on within
+ * GW_VERIFY_MS: the connection ends, with a row (hold_timeout), and with
+ * copies its mark says so at once, so that neither side's packets pass or
+ * are copied any longer (in audit mode it is let go instead). Without
+ * copies its next packet either way finds no state and is refused.
+ */
+static void
+expire_proof(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
+{
+	log_debug("decided bytes to port %u never acknowledged",
+	    h->key.dport);
+	gw->verify_expired++;
+	if (gw->ctmark != NULL)
+		(void)conn_mark(gw, h, sb != NULL &&
+		    sb->policy->mode == POLICY_AUDIT ? GW_MARK_ALLOW :
+		    GW_MARK_DENY);
+	deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
+}
+
 /*
  * The mark the server's packet says its connection is to carry now. A
  * queued one (a ruleset without NFLOG) carries it on by its verdict. A
@@ -961,7 +1005,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
  * from packets (GW_MARK_SET), so no packet in flight with the old one
  * restores it afterwards.
  */
-static void
+static bool
 proof_mark(struct gw *gw, const struct nfq_packet *pkt,
     const struct hold *h, uint32_t mark)
 {
@@ -969,19 +1013,11 @@ proof_mark(struct gw *gw, const struct nfq_packet *pkt,
 		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
 		    mark) == -1)
 			log_warn("verdict");
-		return;
+		return true;
 	}
 	if (mark == GW_MARK_VERIFY)
-		return;		/* the mark it carries */
-	/* ENOENT: the connection is gone already */
-	if (nfq_ctmark_set(gw->ctmark, IPPROTO_TCP, h->key.saddr,
-	    h->key.sport, h->key.daddr, h->key.dport, mark,
-	    GW_MARK_MASK) == -1 && errno != ENOENT) {
-		/* its client packets find no hold and are refused (the
-		 * TLS flow table entry covers GW_FLOW_ALLOW_TTL_MS) */
-		gw->verify_mark_errors++;
-		log_warn("conntrack mark of a proven connection");
-	}
+		return true;	/* the mark it carries */
+	return conn_mark(gw, h, mark);
 }
 
 /*
@@ -1036,13 +1072,18 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 			hold_free(gw, h);	/* nothing more to wait for */
 		return;
 	}
-	if (t->tcp_flags & TH_ACK)
+	if (t->tcp_flags & TH_ACK) {
+		size_t before = h->kept.len;
+
 		nfq_kept_ack(&h->kept, t->tcp_ack);
-	/* a copy changes the mark once, not once for each copy after */
-	if (!pkt->copy || !h->marked) {
-		proof_mark(gw, pkt, h, hold_mark(h));
-		h->marked = pkt->copy && h->kept.n == 0;
+		/* the server takes what is kept: the rest has as long again */
+		if (h->kept.len < before)
+			h->verify_due = h->kept.n > 0 ? now + GW_VERIFY_MS : 0;
 	}
+	/* a copy changes the mark once, not once for each copy after */
+	if (!pkt->copy || !h->marked)
+		h->marked = proof_mark(gw, pkt, h, hold_mark(h)) &&
+		    pkt->copy && h->kept.n == 0;
 	if ((t->tcp_flags & TH_RST) || (h->fin && h->kept.n == 0)) {
 		hold_free(gw, h);	/* nothing more to wait for */
 		return;
@@ -1088,6 +1129,17 @@ gw_verify_read(struct gw *gw)
 {
 	if (gw->vlog != NULL && nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
 		log_warn("server packets' copies: receive");
+}
+
+void
+gw_verify_drain(struct gw *gw)
+{
+	int i, n;
+
+	/* bounded: a socket buffer's worth (4 MiB of ~200-byte copies) */
+	for (i = 0; gw->vlog != NULL && i < 400; i++)
+		if ((n = nfq_nflog_recv(gw->vlog, on_proof, gw)) <= 0)
+			break;
 }
 
 void
@@ -1279,6 +1331,9 @@ hold_due(const struct gw *gw, const struct hold *h)
 	if (h->nids > 0 || (h->verifying && h->kind == HOLD_TLS))
 		return h->deadline != 0 ? h->deadline : UINT64_MAX;
 	due = h->last_ms + idle_ms(gw);
+	if (h->kind == HOLD_HTTP && h->kept.n > 0 && h->verify_due != 0 &&
+	    h->verify_due < due)
+		due = h->verify_due;
 	if (!h->data && !h->logged &&
 	    h->last_ms + GW_HOLD_SILENT_MS < due)
 		due = h->last_ms + GW_HOLD_SILENT_MS;
@@ -1318,14 +1373,13 @@ gw_inspect_expire(struct gw *gw, uint64_t now)
 			continue;
 		}
 		if (h->verifying && h->kind == HOLD_TLS) {
-			/* the server never acknowledged the hello: the
-			 * connection is forgotten, so its next packet either
-			 * way is refused */
-			if (h->deadline != 0 && h->deadline <= now) {
-				log_debug("a ClientHello never acknowledged");
-				gw->verify_expired++;
-				hold_free(gw, h);
-			}
+			if (h->deadline != 0 && h->deadline <= now)
+				expire_proof(gw, sb, h);
+			continue;
+		}
+		if (h->kind == HOLD_HTTP && h->kept.n > 0 &&
+		    h->verify_due != 0 && h->verify_due <= now) {
+			expire_proof(gw, sb, h);
 			continue;
 		}
 		/* a decided (HTTP) connection between requests: asked

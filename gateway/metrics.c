@@ -513,8 +513,8 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "refused; a flow that could not be logged was denied.",
 	    st->denied_unlogged);
 	one(&t, "sluice_verify_expired_total", "counter",
-	    "TLS connections let go unread because the server never "
-	    "acknowledged the ClientHello sluiced decided on.",
+	    "Connections ended because the server never acknowledged the "
+	    "ClientHello or request framing sluiced decided on.",
 	    st->verify_expired);
 	one(&t, "sluice_verify_copies_total", "counter",
 	    "Copies of servers' packets read for the acknowledgement that "

@@ -538,6 +538,26 @@ ct_recv(struct mnl_socket *nl, void *buf, size_t len)
 	return n;
 }
 
+/* The answer to request seq on a socket with a receive timeout, run
+ * through cb: mnl_cb_run's result, MNL_CB_ERROR with errno (the kernel's
+ * error, or ETIMEDOUT) too. Answers to earlier requests that timed out
+ * are skipped. */
+static int
+ct_wait_answer(struct mnl_socket *nl, void *buf, size_t len, uint32_t seq,
+    mnl_cb_t cb, void *data)
+{
+	ssize_t n;
+
+	for (;;) {
+		if ((n = ct_recv(nl, buf, len)) == -1)
+			return MNL_CB_ERROR;
+		if ((size_t)n < sizeof(struct nlmsghdr) ||
+		    ((const struct nlmsghdr *)buf)->nlmsg_seq == seq)
+			return mnl_cb_run(buf, (size_t)n, seq,
+			    mnl_socket_get_portid(nl), cb, data);
+	}
+}
+
 /* A ctnetlink request's headers at buf, for IPv4 (NLM_F_REQUEST and
  * flags): the message to add its attributes to. */
 static struct nlmsghdr *
@@ -602,25 +622,14 @@ nfq_ct_get(struct nfq_ct *ct, uint8_t proto, uint32_t saddr, uint16_t sport,
 	alignas(struct nlmsghdr) char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct ct_answer a = { e, 0 };
 	struct nlmsghdr *nlh;
-	uint32_t seq = ++ct->q_seq, portid = mnl_socket_get_portid(ct->q);
-	ssize_t n;
-	int rc;
+	uint32_t seq = ++ct->q_seq;
 
 	nlh = ct_request(buf, CT_GET_TYPE, 0, seq);
 	ct_put_tuple(nlh, proto, saddr, sport, daddr, dport);
 	if (mnl_socket_sendto(ct->q, nlh, nlh->nlmsg_len) == -1)
 		return -1;
-	for (;;) {
-		if ((n = ct_recv(ct->q, buf, sizeof(buf))) == -1)
-			return -1;
-		/* an answer to an earlier question that timed out: skip */
-		if ((size_t)n >= sizeof(*nlh) &&
-		    ((const struct nlmsghdr *)(void *)buf)->nlmsg_seq != seq)
-			continue;
-		rc = mnl_cb_run(buf, (size_t)n, seq, portid, ct_answer_cb, &a);
-		break;
-	}
-	if (rc == MNL_CB_ERROR)
+	if (ct_wait_answer(ct->q, buf, sizeof(buf), seq, ct_answer_cb, &a) ==
+	    MNL_CB_ERROR)
 		return errno == ENOENT ? 0 : -1;
 	if (a.found != 1) {
 		errno = EPROTO;
@@ -668,8 +677,7 @@ nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
     uint32_t mask)
 {
 	struct nlmsghdr *nlh;
-	uint32_t seq = ++m->seq, portid = mnl_socket_get_portid(m->nl);
-	ssize_t n;
+	uint32_t seq = ++m->seq;
 
 	/* IPCTNL_MSG_CT_NEW without NLM_F_CREATE changes the connection the
 	 * tuple names, or fails with ENOENT; the kernel replaces the bits of
@@ -680,17 +688,9 @@ nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
 	mnl_attr_put_u32(nlh, CTA_MARK_MASK, htonl(mask));
 	if (mnl_socket_sendto(m->nl, nlh, nlh->nlmsg_len) == -1)
 		return -1;
-	for (;;) {
-		if ((n = ct_recv(m->nl, m->buf, sizeof(m->buf))) == -1)
-			return -1;
-		/* the acknowledgement of a change that timed out: skip */
-		if ((size_t)n >= sizeof(*nlh) &&
-		    ((const struct nlmsghdr *)(void *)m->buf)->nlmsg_seq != seq)
-			continue;
-		/* the acknowledgement is an error message: 0, or errno */
-		return mnl_cb_run(m->buf, (size_t)n, seq, portid, NULL,
-		    NULL) == MNL_CB_ERROR ? -1 : 0;
-	}
+	/* the acknowledgement is an error message: 0, or errno */
+	return ct_wait_answer(m->nl, m->buf, sizeof(m->buf), seq, NULL, NULL) ==
+	    MNL_CB_ERROR ? -1 : 0;
 }
 
 void

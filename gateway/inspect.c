@@ -970,8 +970,10 @@ conn_mark(struct gw *gw, const struct hold *h, uint32_t mark)
 	    h->key.sport, h->key.daddr, h->key.dport, mark,
 	    GW_MARK_MASK) == 0 || errno == ENOENT)
 		return true;
-	/* a proven one: its client packets find no hold and are refused
-	 * (the TLS flow table entry covers GW_FLOW_ALLOW_TTL_MS) */
+	/* a proven TLS connection keeps the verify mark: its client
+	 * packets find no hold and are refused once the flow table entry
+	 * (GW_FLOW_ALLOW_TTL_MS) is gone; an HTTP one is tried again with
+	 * the next copy; an expired one is refused at its next packet */
 	gw->verify_mark_errors++;
 	log_warn("conntrack mark of connection to port %u", h->key.dport);
 	return false;
@@ -1168,9 +1170,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	if (h != NULL && gw->vlog != NULL && hold_mark(h) == GW_MARK_VERIFY) {
 		/* what the client answers, the server sent: it was copied
 		 * before it went on, so the proof may be waiting unread.
-		 * Read first, the client's packet then meets the state the
-		 * proof left (which may free the hold) */
-		gw_verify_read(gw);
+		 * Read all first (a batch could stop short of it); the
+		 * client's packet then meets the state the proof left,
+		 * which may have freed the hold */
+		gw_verify_drain(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h == NULL && gw->nflog != NULL) {

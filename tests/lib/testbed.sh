@@ -504,6 +504,16 @@ tb_sluice() {
 	"$SLUICE" -s "$TB_DIR/ctl.sock" "$@"
 }
 
+# tb_status PATH: one value of `sluice status -j`, by its dotted path
+# (queue.verify_expired, store.depth, ...).
+tb_status() {
+	tb_sluice status -j | "$TB_PY" -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    v = v[k]
+print(v)' "$1"
+}
+
 # tb_sandbox_add NAME POLICYFILE [ARGS...]: sandbox "${P}-NAME".
 tb_sandbox_add() {
 	local name=$1 policy=$2

@@ -111,6 +111,9 @@ def main():
     ap.add_argument("--truncate", type=int, default=0,
                     help="send only the first N bytes, then wait")
     ap.add_argument("--wait", type=float, default=3.0)
+    ap.add_argument("--linger", type=float, default=0.0,
+                    help="once answered, keep the connection open this "
+                    "many seconds without sending anything")
     a = ap.parse_args()
 
     if a.raw is not None:
@@ -151,7 +154,9 @@ def main():
             prev = c
             time.sleep(0.01)
         got = s.recv(4096)
-        print("answered" if got else "closed")
+        print("answered" if got else "closed", flush=True)
+        if got and a.linger:
+            time.sleep(a.linger)
     except ConnectionResetError:
         print("reset")
     except BrokenPipeError:

@@ -82,24 +82,8 @@ tb_assert_eq "$(grep -c 'sni=b.test' "$TB_DIR/nginx.access.log")" 1 \
 # allow over ctnetlink. A client that sends its hello, reads the server's
 # answer and then sends nothing (no queued packet of its own could set the
 # mark) carries the allow mark a moment later.
-status_queue() {
-	tb_sluice status -j | "$TB_PY" -c "import json,sys; print(json.load(sys.stdin)['queue']['$1'])"
-}
-c0=$(status_queue verify_copies)
-tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_CA" > "$TB_DIR/quiet.out" 2>&1 <<'EOF' &
-import socket, ssl, sys, time
-ctx = ssl.create_default_context(cafile=sys.argv[2])
-rd, wr = ssl.MemoryBIO(), ssl.MemoryBIO()
-tls = ctx.wrap_bio(rd, wr, server_hostname="a.test")
-try:
-    tls.do_handshake()
-except ssl.SSLWantReadError:
-    pass
-s = socket.create_connection((sys.argv[1], 443), timeout=5)
-s.sendall(wr.read())
-print("answered" if s.recv(4096) else "closed")
-time.sleep(2.5)
-EOF
+c0=$(tb_status queue.verify_copies)
+tls "$TB_ADDR_HTTPS" 443 --sni a.test --linger 2.5 > "$TB_DIR/quiet.out" 2>&1 &
 quiet=$!
 sleep 1.5
 marks=$(ip netns exec "$TB_NETNS_GW" conntrack -L -p tcp --dport 443 2>/dev/null |
@@ -107,8 +91,8 @@ marks=$(ip netns exec "$TB_NETNS_GW" conntrack -L -p tcp --dport 443 2>/dev/null
 wait "$quiet"
 tb_assert_eq "$(cat "$TB_DIR/quiet.out")" "answered" "a hello alone is answered"
 tb_assert_match "$marks" "^ ?1 mark=268435456$" "and its connection then carries the allow mark (0x10000000)"
-tb_assert_le 1 $(( $(status_queue verify_copies) - c0 )) "the proof came from copies of the server's packets"
-tb_assert_eq "$(status_queue verify_mark_errors)" 0 "no conntrack mark failed to change"
+tb_assert_le 1 $(( $(tb_status queue.verify_copies) - c0 )) "the proof came from copies of the server's packets"
+tb_assert_eq "$(tb_status queue.verify_mark_errors)" 0 "no conntrack mark failed to change"
 
 q() { tb_sql "$1"; }
 tb_wait_rows "SELECT count(*) FROM flows WHERE proto = 'udp'" 1 >/dev/null

@@ -111,12 +111,9 @@ ack_rules() {
 queued() {
 	tb_sluice stats --prometheus | awk '$1 == "sluice_queue_packets_total" { print $2 }'
 }
-copies() {
-	tb_sluice status -j | "$TB_PY" -c "import json,sys; print(json.load(sys.stdin)['queue']['verify_copies'])"
-}
 a0=$(ack_rules)
 q0=$(queued)
-c0=$(copies)
+c0=$(tb_status queue.verify_copies)
 out=$(tb_in a "$TB_PY" - "$TB_ADDR_PLAIN" <<'EOF'
 import http.client, sys
 c = http.client.HTTPConnection(sys.argv[1], 80, timeout=5)
@@ -134,7 +131,7 @@ tb_assert_match "$out" "^$TB_BIG_BYTES\|(ConnectionResetError|RemoteDisconnected
     "keep-alive after 1 MiB: the download whole, the next request (x.evil.test) ends the connection"
 acks=$(( $(ack_rules) - a0 ))
 q=$(( $(queued) - q0 ))
-c=$(( $(copies) - c0 ))
+c=$(( $(tb_status queue.verify_copies) - c0 ))
 echo "the download's connection: $acks bare ACKs passed in the kernel, $q packets queued, $c server packets copied"
 tb_check "its bare ACKs passed in the kernel ($acks)" [ "$acks" -ge 8 ]
 # the server's packets are copied to sluiced until one acknowledges the

@@ -84,14 +84,11 @@ tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE sandbox = '${P}-
 # the server's ACK the connection ends: a row (hold_timeout), counted as
 # verify_expired, and the deny mark, so the client's next retransmission
 # is reset by the gateway
-verify_expired() {
-	tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["queue"]["verify_expired"])'
-}
 tb_in a dig +short a.test >/dev/null
 for port in 443 80; do
 	ip netns exec "$TB_NETNS_INET" iptables -I INPUT -p tcp --dport $port -m length --length 100:65535 -j DROP
 done
-v0=$(verify_expired)
+v0=$(tb_status queue.verify_expired)
 last=$(tb_sql "SELECT max(id) FROM flows")
 t0=$(tb_time_ms)
 tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 80 --wait 20 \
@@ -108,7 +105,7 @@ tb_assert_eq "$out" "reset" "a hello the server never acknowledges: the connecti
 tb_assert_eq "$(cat "$TB_DIR/never80.out")" "reset" "a request head the server never acknowledges: reset too"
 tb_check "after the 10 s wait for the ACK ($((t1 - t0)) ms)" [ $((t1 - t0)) -ge 9900 ]
 tb_assert_le $((t1 - t0)) 15500 "at the client's next retransmission after it"
-tb_assert_eq "$(( $(verify_expired) - v0 ))" 2 "status counts both as verify_expired"
+tb_assert_eq "$(( $(tb_status queue.verify_expired) - v0 ))" 2 "status counts both as verify_expired"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $last AND reason = 'hold_timeout'" 2 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows WHERE id > $last
     ORDER BY dst_port, id")" \

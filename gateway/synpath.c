@@ -23,6 +23,7 @@
 #include <netinet/tcp.h>
 #include <errno.h>
 #include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_tcp.h>
 #include <string.h>
 #include <time.h>
 
@@ -57,6 +58,29 @@ learn(struct gw *gw, const struct nfq_packet *pkt, const struct nfq_tuple *t,
 		ms = GW_FASTSYN_MAX_MS;
 	(void)nfq_fastsyn_add(gw->fastsyn, pkt->indev, t->saddr, t->daddr,
 	    t->dport, ms);
+}
+
+/*
+ * An allowed SYN again with the same sequence number: a retransmission,
+ * or a new connection that reuses the 5-tuple and the ISN (a sandbox
+ * picks both), which must have a row of its own. Only a SYN whose
+ * handshake is still going on can be a retransmission, and conntrack
+ * knows: a reopened 5-tuple's old entry is gone (the SYN's own is not
+ * confirmed until it passes), one whose server reset it is closed. When
+ * conntrack cannot say, the SYN is taken as new: a row too many rather
+ * than a connection without one. Asked on this rare path only.
+ */
+static bool
+handshaking(struct gw *gw, const struct nfq_tuple *t)
+{
+	struct nfq_ct_end e;
+
+	if (gw->ct == NULL || nfq_ct_get(gw->ct, IPPROTO_TCP, t->saddr,
+	    t->sport, t->daddr, t->dport, &e) != 1)
+		return false;
+	return e.tcp_state == TCP_CONNTRACK_SYN_SENT ||
+	    e.tcp_state == TCP_CONNTRACK_SYN_RECV ||
+	    e.tcp_state == TCP_CONNTRACK_SYN_SENT2;
 }
 
 int
@@ -101,6 +125,9 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	 * denied (a refused client that tries again from the same port is
 	 * a new attempt) */
 	if (fl != NULL && t.proto == IPPROTO_TCP && fl->tag != t.tcp_seq)
+		fl = NULL;
+	if (fl != NULL && t.proto == IPPROTO_TCP && (t.tcp_flags & TH_SYN) &&
+	    fl->verdict == NF_ACCEPT && !handshaking(gw, &t))
 		fl = NULL;
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same

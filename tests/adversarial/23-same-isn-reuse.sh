@@ -43,6 +43,41 @@ deny|sni_not_allowed|b.test" "--kernel-syn $ks: each connection has its row, the
 	tb_check "sluiced stops ($ks)" tb_sluiced_term
 done
 
+# the same reuse to an address allowed by CIDR (no inspection, so the
+# SYN's verdict is all there is): the second connection is allowed as the
+# first was, but it is another connection, and it has its own row. The
+# first one's conntrack entry ends when the second SYN reopens its 5-tuple;
+# sluiced reads that end before it takes the SYN for a retransmission
+cat > "$TB_DIR/cidr.json" <<EOF
+{"sluice": {"allowedCidrs": ["$TB_ADDR_HTTPS:443"]}}
+EOF
+tb_sluiced_start || tb_fail "sluiced up (cidr)"
+tb_check "sandbox add (cidr)" tb_sandbox_add c "$TB_DIR/cidr.json"
+tb_in c iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+lines0=$(wc -l < "$TB_DIR/nginx.access.log")
+out=$(tb_in c "$TB_PY" "$TB_LIB/reuse_isn.py" "$(tb_sandbox_field c addr)" "$TB_ADDR_HTTPS" a.test a.test 0.3)
+echo "$out"
+tb_assert_match "$(printf '%s\n' "$out" | sed -n 1p)" "hello from a.test" "CIDR: the first connection served"
+tb_assert_match "$(printf '%s\n' "$out" | sed -n 2p)" "hello from a.test" "CIDR: the second (same port and ISN) served too"
+sleep 0.5
+tail -n +"$((lines0 + 1))" "$TB_DIR/nginx.access.log" > "$TB_DIR/nginx.new"
+tb_assert_eq "$(grep -c 'GET /first\|GET /second' "$TB_DIR/nginx.new")" 2 "CIDR: nginx served both connections"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 443" 2 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, count(DISTINCT src_port), count(*) FROM flows WHERE id > $id0 AND dst_port = 443 GROUP BY verdict, reason")" \
+    "allow|allowed_cidr|1|2" "CIDR: a row for each connection (one source port, two rows)"
+# a retransmitted SYN (the same one again, its SYN-ACK lost) is not a
+# new connection: one row, and the connection is made
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+out=$(tb_in c "$TB_PY" "$TB_LIB/reuse_isn.py" "$(tb_sandbox_field c addr)" "$TB_ADDR_HTTPS" a.test - resyn)
+echo "$out"
+tb_assert_match "$out" "hello from a.test" "CIDR: a connection whose SYN came twice served"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 443" 1 >/dev/null
+sleep 0.5
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, count(*) FROM flows WHERE id > $id0 AND dst_port = 443 GROUP BY verdict, reason")" \
+    "allow|allowed_cidr|1" "CIDR: the retransmitted SYN has no row of its own"
+tb_check "sluiced stops (cidr)" tb_sluiced_term
+
 # a new SYN (another sequence number) on the 5-tuple of a flight still
 # held: conntrack tracks the 5-tuple already, so the SYN goes on with a
 # row of its own and no flight is held from it (adversarial 24), and the

@@ -9,6 +9,8 @@
 # own source port: SYN, handshake, SEGS one-byte segments of a ClientHello
 # for SNI1 (held by the gateway), then a second SYN with another sequence
 # number on the same 5-tuple. Prints the rounds done.
+# reuse_isn.py SRC DST SNI1 - resyn: one connection whose SYN is sent
+# twice, the first SYN-ACK left unanswered (a retransmitted SYN).
 import random, socket, ssl, struct, sys, time, select
 src, dst, sni1, sni2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 dport = 443
@@ -49,9 +51,10 @@ def recv(timeout):
         return seq, ack, fl, t[(off >> 4) * 4:]
     return None
 
-def session(isn, sni, path):
-    send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
-    sa = recv(2)
+def session(isn, sni, path, syns=1):
+    for _ in range(syns):
+        send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
+        sa = recv(2)
     if sa is None or sa[2] & 0x12 != 0x12:
         return "no SYN-ACK %r" % (sa,)
     snd, rcv = isn + 1, sa[0] + 1
@@ -92,7 +95,11 @@ def session(isn, sni, path):
     send(tcp(snd, rcv, 0x14))
     return body.decode("latin-1").replace("\r", "")[-80:]
 
-if len(sys.argv) > 5 and sys.argv[5] == "held":
+if len(sys.argv) > 5 and sys.argv[5] == "resyn":
+    # one connection whose SYN is sent twice (the first SYN-ACK ignored):
+    # a retransmission, as a client whose SYN-ACK was lost makes
+    print("conn1:", repr(session(random.randint(0, 2**31), sni1, "/first", 2)))
+elif len(sys.argv) > 5 and sys.argv[5] == "held":
     # N rounds, each on its own source port: SYN, handshake, SEGS one-byte
     # segments of a ClientHello (held), then a second SYN on the same 5-tuple.
     import random as R

@@ -250,6 +250,16 @@ handle(struct gw *gw, json_t *req)
 			json_object_set_new(dns, "tcp_refused",
 			    json_integer((json_int_t)ds.tcp_refused));
 		}
+		/* servers of connections refused after their handshake,
+		 * reset; and resets that could not be sent */
+		if (o != NULL) {
+			json_t *q = json_object_get(o, "queue");
+
+			json_object_set_new(q, "server_resets",
+			    json_integer((json_int_t)gw->server_resets));
+			json_object_set_new(q, "server_reset_errors",
+			    json_integer((json_int_t)gw->server_reset_errors));
+		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

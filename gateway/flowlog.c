@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/gw.h"
 #include "gateway/verdict.h"
@@ -89,4 +90,78 @@ gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
 	f.src_port = ports ? t->sport : -1;
 	f.dst_port = ports ? t->dport : -1;
 	return put_row(gw, sb, &f, d, NULL);
+}
+
+/* ---- connection ends (conntrack destroy events) ------------------------ */
+
+/*
+ * A connection ended: its row gets the counters, and the flow table
+ * forgets its 5-tuple (synpath.c: a SYN on it now is a new connection,
+ * never a retransmission of the old one's).
+ */
+static void
+on_end(void *arg, const struct nfq_ct_end *e)
+{
+	struct gw *gw = arg;
+	struct store_flow_end fe;
+	const struct gw_sandbox *sb;
+	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
+
+	/* only the sandboxes' connections have rows (not the resolver's
+	 * own queries upstream) */
+	if ((e->saddr & gw->pool_mask) != gw->pool_net)
+		return;
+	if (e->proto == IPPROTO_TCP &&
+	    (sb = gw_sandbox_by_addr(gw, e->saddr)) != NULL) {
+		struct nfq_flow_key key;
+
+		memset(&key, 0, sizeof(key));
+		key.ifindex = sb->ifindex;
+		key.saddr = e->saddr;
+		key.daddr = e->daddr;
+		key.sport = e->sport;
+		key.dport = e->dport;
+		key.proto = IPPROTO_TCP;
+		nfq_flows_remove(gw->flows, &key);
+	}
+	memset(&fe, 0, sizeof(fe));
+	fe.ts_us = store_now_us();
+	fe.proto = nfq_proto_name(e->proto);
+	ip_str(e->saddr, fe.src_ip, sizeof(fe.src_ip));
+	ip_str(e->daddr, fe.dst_ip, sizeof(fe.dst_ip));
+	fe.src_port = ports ? e->sport : -1;
+	fe.dst_port = ports ? e->dport : -1;
+	fe.bytes_out = e->bytes_orig;
+	fe.packets_out = e->packets_orig;
+	fe.bytes_in = e->bytes_reply;
+	fe.packets_in = e->packets_reply;
+	fe.end_state = nfq_ct_end_state(e);
+	if (store_put_flow_end(gw->store, &fe) == -1)
+		gw->denied_unlogged++;
+}
+
+/* Bounds one read of everything pending: 64 datagrams a batch. */
+#define CT_READ_BATCHES	64
+
+bool
+gw_ct_read(struct gw *gw)
+{
+	struct timespec ts;
+	uint64_t lost;
+	int i;
+
+	if (gw->ct == NULL)
+		return false;
+	for (i = 0; i < CT_READ_BATCHES; i++)
+		if (nfq_ct_recv(gw->ct, on_end, gw) <= 0)
+			break;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if ((lost = nfq_ct_lost(gw->ct)) != gw->ct_lost_seen) {
+		gw->ct_lost_seen = lost;
+		gw->ct_lost_ms = (uint64_t)ts.tv_sec * 1000 +
+		    (uint64_t)ts.tv_nsec / 1000000;
+	}
+	return gw->ct_lost_ms == 0 || (uint64_t)ts.tv_sec * 1000 +
+	    (uint64_t)ts.tv_nsec / 1000000 - gw->ct_lost_ms >
+	    2 * GW_FLOW_ALLOW_TTL_MS;
 }

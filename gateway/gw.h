@@ -240,6 +240,8 @@ struct gw {
 	struct gw_holds		*holds;
 	struct nfq_classifier	*classifier;
 	struct nfq_ct		*ct;		/* conntrack destroy events */
+	uint64_t		 ct_lost_seen;	/* nfq_ct_lost() last read */
+	uint64_t		 ct_lost_ms;	/* when it last grew (0: never) */
 	bool			 fastsyn_rules;	/* the ruleset has them */
 	struct nfq_fastsyn	*fastsyn;	/* NULL: every SYN is queued */
 	struct nfq_nflog	*nflog;		/* copies of the SYNs it lets */
@@ -263,6 +265,12 @@ struct gw {
 	uint64_t		 verify_expired;	/* TLS connections whose
 						 * server never acknowledged
 						 * the hello (inspect.c) */
+	/* Resets sent to the servers of connections refused after their
+	 * handshake (inspect.c): a raw socket in the gateway namespace,
+	 * opened at set-up (CAP_NET_RAW then, not later); -1 without. */
+	int			 rst_fd;
+	uint64_t		 server_resets;
+	uint64_t		 server_reset_errors;
 	struct gw_metrics	*metrics;	/* counters, exposition (metrics.h) */
 	struct gw_sandbox	*limited;	/* summary rows to write (limits.c) */
 	uint64_t		 limited_flows;	/* attempts denied rate_limited, */
@@ -357,6 +365,8 @@ int gw_sandbox_set_policy(struct gw *gw, const char *name,
     struct gw_sandbox **out, char *err, size_t errlen);
 struct gw_sandbox *gw_sandbox_by_name(struct gw *gw, const char *name);
 struct gw_sandbox *gw_sandbox_by_ifindex(struct gw *gw, uint32_t ifindex);
+/* The sandbox whose address addr (network order) is, or NULL. */
+struct gw_sandbox *gw_sandbox_by_addr(struct gw *gw, uint32_t addr);
 int gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen);
 void gw_sandboxes_teardown(struct gw *gw);
 void gw_sandboxes_free(struct gw *gw);
@@ -374,6 +384,14 @@ int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct gw_flow_extra *extra);
 int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple6 *t, const struct gw_decision *d);
+
+/*
+ * Reads the conntrack destroy events pending (flowlog.c): each ended
+ * connection's row gets its counters and the flow table forgets its
+ * 5-tuple. True when every end since 2 × GW_FLOW_ALLOW_TTL_MS ago was
+ * read: none lost by the kernel (ENOBUFS), and there is a socket.
+ */
+bool gw_ct_read(struct gw *gw);
 
 /*
  * synpath.c: a new flow's first decision, for a queued packet (with its

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "gateway/capture.h"
 #include "gateway/gw.h"
@@ -352,17 +353,55 @@ release(struct gw *gw, struct hold *h, uint32_t mark)
 }
 
 /*
- * Ends the flow: held packets are dropped and the last one goes round the
- * chain again with the deny mark, so the kernel resets the client and the
- * connection keeps the deny mark for whatever the client sends next.
+ * The server took the handshake: it is reset too, or it would keep its
+ * side open until its own timeout, its packets dropped here. The reset
+ * goes out as the client's, at the sequence number the server expects
+ * next, and conntrack NATs it as the connection's (ruleset.c drops one
+ * that belongs to no established connection). That is the end of what
+ * was let out, or of the handshake if the server never took that: a
+ * reset at the other one is out of its window (ignored), or in it
+ * (answered with an ACK the gateway drops).
+ */
+static void
+reset_server(struct gw *gw, const struct hold *h)
+{
+	uint8_t pkt[NFQ_TCP_RST_LEN];
+	struct sockaddr_in to;
+	uint32_t seqs[2] = { h->sent_end, h->reasm->base };
+	size_t i, n = seqs[0] == seqs[1] ? 1 : 2;
+
+	if (gw->rst_fd == -1)
+		return;
+	memset(&to, 0, sizeof(to));
+	to.sin_family = AF_INET;
+	to.sin_addr.s_addr = h->key.daddr;
+	for (i = 0; i < n; i++) {
+		(void)nfq_tcp_rst(pkt, sizeof(pkt), h->key.saddr,
+		    h->key.sport, h->key.daddr, h->key.dport, seqs[i]);
+		if (sendto(gw->rst_fd, pkt, sizeof(pkt), 0,
+		    (struct sockaddr *)&to, sizeof(to)) == -1) {
+			gw->server_reset_errors++;
+			log_debug("reset to port %u: %s", h->key.dport,
+			    strerror(errno));
+			return;
+		}
+	}
+	gw->server_resets++;
+}
+
+/*
+ * Ends the flow: the server is reset, held packets are dropped and the
+ * last one goes round the chain again with the deny mark, so the kernel
+ * resets the client and the connection keeps the deny mark for whatever
+ * the client sends next.
  */
 static void
 reject(struct gw *gw, struct hold *h)
 {
 	log_debug("reject flow to port %u: %zu held", h->t.dport, h->nids);
+	reset_server(gw, h);
 	if (h->nids == 0)
 		return;
-	(void)gw;
 	if (h->nids > 1 && verdict_held(h, h->nids - 1, NF_DROP, false,
 	    0) == -1)
 		log_warn("verdicts for a held flight");

@@ -251,6 +251,8 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->denied_unlogged = gw->denied_unlogged;
 	st->verify_expired = gw->verify_expired;
 	st->verify_mark_errors = gw->verify_mark_errors;
+	st->server_resets = gw->server_resets;
+	st->server_reset_errors = gw->server_reset_errors;
 	if (gw->vlog != NULL) {
 		struct nfq_nflog_stats vs;
 
@@ -526,6 +528,11 @@ gw_metrics_render(const struct gw_metrics *m,
 	one(&t, "sluice_verify_mark_errors_total", "counter",
 	    "Proven connections whose conntrack mark could not be changed "
 	    "(their next packets are refused).", st->verify_mark_errors);
+	one(&t, "sluice_server_resets_total", "counter",
+	    "Connections refused after their handshake whose server was sent "
+	    "a reset, so it does not keep its side open.", st->server_resets);
+	one(&t, "sluice_server_reset_errors_total", "counter",
+	    "Such resets that could not be sent.", st->server_reset_errors);
 	one(&t, "sluice_rate_limited_flows_total", "counter",
 	    "Flow attempts denied by a sandbox's bounds (rate_limited), rows "
 	    "of their own or only counted.", st->limited_flows);

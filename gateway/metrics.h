@@ -64,6 +64,8 @@ struct gw_metrics_state {
 	uint64_t		 verify_copies;	/* server packets' copies read */
 	uint64_t		 verify_copies_lost;	/* ... the kernel dropped */
 	uint64_t		 verify_mark_errors;	/* proven, mark unchanged */
+	uint64_t		 server_resets;	/* servers of refused connections */
+	uint64_t		 server_reset_errors;	/* ... resets not sent */
 	uint64_t		 denied_unlogged;	/* records the log refused
 						 * on the verdict path */
 	uint64_t		 limited_flows;	/* attempts denied rate_limited */

@@ -32,6 +32,7 @@
  * changes that connection's mark over ctnetlink, would write the old one
  * back.
  */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,6 +156,8 @@ static int
 ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 {
 	char rules[8192], rules6[512], target[64], acks[1536], proof[256];
+	char pool[INET_ADDRSTRLEN + 3];
+	struct in_addr pa = { gw->pool_net };
 	const char *raw = extras ? raw_dns : "";
 	int n, n6;
 	char *argv[] = { "ip", "netns", "exec", (char *)gw->cfg.netns,
@@ -171,6 +174,8 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 		    "--queue-balance %u:%u --queue-cpu-fanout", q, q + nq - 1);
 	else
 		snprintf(target, sizeof(target), "--queue-num %u", q);
+	snprintf(pool, sizeof(pool), "%s/%d", inet_ntoa(pa),
+	    __builtin_popcount(gw->pool_mask));
 	acks[0] = '\0';
 	if (extras)
 		bare_acks(acks, sizeof(acks), gw->cfg.kernel_syn);
@@ -227,8 +232,14 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	     * to the denied destination. Towards the uplink only
 	     * "fragmentation needed" may leave; towards sandboxes, not
 	     * host/net-unreachable (the REJECT rules' own replies are
-	     * admin-prohibited and resets). Anything else leaves after
-	     * one rule, not four: the resolver's answers, above all. */
+	     * admin-prohibited and resets). The resolver's answers (and
+	     * its questions upstream) leave after one rule. */
+	    "-A OUTPUT -p udp -j ACCEPT\n"
+	    /* a packet the gateway itself sends as a sandbox's (the reset
+	     * of a refused connection's server, inspect.c) leaves only as
+	     * part of an established connection, which NAT rewrites: never
+	     * with the sandbox's own address */
+	    "-A OUTPUT -o " GW_UPLINK_IF " -s %s -m conntrack ! --ctstate ESTABLISHED -j DROP\n"
 	    "-A OUTPUT ! -p icmp -j ACCEPT\n"
 	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -m icmp --icmp-type fragmentation-needed -j ACCEPT\n"
 	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -j DROP\n"
@@ -282,6 +293,7 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    raw, m, m,
 	    GW_MARK_SET, GW_MARK_SET, m, m,
 	    GW_MARK_SET, GW_MARK_SET, m, m,
+	    pool,
 	    GW_MARK_ALLOW, m,
 	    GW_MARK_INSPECT, m,
 	    proof,

@@ -781,6 +781,21 @@ cleanup:
 	free(l.ifname);
 }
 
+struct gw_sandbox *
+gw_sandbox_by_addr(struct gw *gw, uint32_t addr)
+{
+	struct gw_sandbox *sb;
+	uint32_t slot;
+
+	if ((addr & gw->pool_mask) != gw->pool_net)
+		return NULL;
+	slot = (ntohl(addr) - ntohl(gw->pool_net)) / 4;
+	if (slot >= gw->pool_slots || (sb = gw->slots[slot]) == NULL ||
+	    sb->addr != addr)
+		return NULL;
+	return sb;
+}
+
 /* An address of the pool on a slot that no sandbox holds. */
 static bool
 orphan_source(void *arg, uint32_t saddr)

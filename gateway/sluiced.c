@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,37 +84,6 @@ on_packet(void *arg, const struct nfq_packet *pkt)
 	return rc;
 }
 
-/* A connection ended: its row gets the counters. */
-static void
-on_ct_end(void *arg, const struct nfq_ct_end *e)
-{
-	struct gw *gw = arg;
-	struct store_flow_end fe;
-	struct in_addr a;
-	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
-
-	/* only the sandboxes' connections have rows (not the resolver's
-	 * own queries upstream) */
-	if ((e->saddr & gw->pool_mask) != gw->pool_net)
-		return;
-	memset(&fe, 0, sizeof(fe));
-	fe.ts_us = store_now_us();
-	fe.proto = nfq_proto_name(e->proto);
-	a.s_addr = e->saddr;
-	inet_ntop(AF_INET, &a, fe.src_ip, sizeof(fe.src_ip));
-	a.s_addr = e->daddr;
-	inet_ntop(AF_INET, &a, fe.dst_ip, sizeof(fe.dst_ip));
-	fe.src_port = ports ? e->sport : -1;
-	fe.dst_port = ports ? e->dport : -1;
-	fe.bytes_out = e->bytes_orig;
-	fe.packets_out = e->packets_orig;
-	fe.bytes_in = e->bytes_reply;
-	fe.packets_in = e->packets_reply;
-	fe.end_state = nfq_ct_end_state(e);
-	if (store_put_flow_end(gw->store, &fe) == -1)
-		gw->denied_unlogged++;
-}
-
 /* Says it once when the database stops or starts being writable. */
 static void
 store_watch(struct gw *gw)
@@ -167,6 +137,12 @@ open_queue(struct gw *gw, char *err, size_t errlen)
 		return -1;
 	}
 	gw_fastsyn_open(gw);
+	/* optional: without it a refused connection's server keeps its
+	 * side open until its own timeout */
+	if ((gw->rst_fd = socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, IPPROTO_RAW)) == -1)
+		log_warn("raw socket (servers of refused connections are not "
+		    "reset)");
 	if (gw_netns_enter(gw->home_nsfd) == -1)
 		fatal("setns back home");
 	return gw->queue != NULL || gw->workers != NULL ? 0 : -1;
@@ -241,6 +217,7 @@ main(int argc, char **argv)
 
 	memset(&gw, 0, sizeof(gw));
 	gw.ctl_fd = gw.gw_nsfd = gw.host_nsfd = gw.home_nsfd = -1;
+	gw.rst_fd = -1;
 	rc = gw_config_parse(&gw.cfg, argc, argv);
 	if (rc != 0)
 		return rc == 1 ? 0 : 1;
@@ -419,7 +396,7 @@ main(int argc, char **argv)
 		gw_inspect_expire(&gw, gw_now_ms());
 		gw_limits_expire(&gw, gw_now_ms(), false);
 		if (pfd[3].revents & POLLIN)
-			(void)nfq_ct_recv(gw.ct, on_ct_end, &gw);
+			gw_ct_read(&gw);
 		if (pfd[4].revents & POLLIN)
 			gw_reaper_collect(&gw);
 		store_watch(&gw);
@@ -456,6 +433,8 @@ main(int argc, char **argv)
 	gw_metrics_free(gw.metrics);
 	gw.metrics = NULL;
 	nfq_ct_close(gw.ct);
+	if (gw.rst_fd != -1)
+		close(gw.rst_fd);
 	gw_capture_close(gw.capture);
 	/* counts of rate-limited attempts not yet summarised are written
 	 * before the log closes */

@@ -63,24 +63,32 @@ learn(struct gw *gw, const struct nfq_packet *pkt, const struct nfq_tuple *t,
 /*
  * An allowed SYN again with the same sequence number: a retransmission,
  * or a new connection that reuses the 5-tuple and the ISN (a sandbox
- * picks both), which must have a row of its own. Only a SYN whose
- * handshake is still going on can be a retransmission, and conntrack
- * knows: a reopened 5-tuple's old entry is gone (the SYN's own is not
- * confirmed until it passes), one whose server reset it is closed. When
- * conntrack cannot say, the SYN is taken as new: a row too many rather
- * than a connection without one. Asked on this rare path only.
+ * picks both), which must have a row of its own. A retransmission may
+ * have waited in the queue behind the first, whose connection has come a
+ * long way since (established, even closed). A new one reopens a 5-tuple
+ * conntrack was done with: conntrack ends the old entry first, and that
+ * end is waiting on the event socket before this SYN was queued, so the
+ * ends are read now (each drops its 5-tuple's entry: gw_ct_read). One that
+ * conntrack did not take as new (stale) is new at the server if the
+ * server reset the old connection: conntrack says CLOSE. When conntrack
+ * cannot say (no events, some lost lately, no answer), the SYN is taken
+ * as new: a row too many rather than a connection without one. All of it
+ * on this rare path only.
  */
-static bool
-handshaking(struct gw *gw, const struct nfq_tuple *t)
+static struct nfq_flow *
+same_syn(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, const struct nfq_flow_key *key, uint64_t now)
 {
 	struct nfq_ct_end e;
 
-	if (gw->ct == NULL || nfq_ct_get(gw->ct, IPPROTO_TCP, t->saddr,
-	    t->sport, t->daddr, t->dport, &e) != 1)
-		return false;
-	return e.tcp_state == TCP_CONNTRACK_SYN_SENT ||
-	    e.tcp_state == TCP_CONNTRACK_SYN_RECV ||
-	    e.tcp_state == TCP_CONNTRACK_SYN_SENT2;
+	if (!gw_ct_read(gw))
+		return NULL;
+	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_STALE &&
+	    (nfq_ct_get(gw->ct, IPPROTO_TCP, t->saddr, t->sport, t->daddr,
+	    t->dport, &e) != 1 || e.tcp_state == TCP_CONNTRACK_CLOSE ||
+	    e.tcp_state == TCP_CONNTRACK_TIME_WAIT))
+		return NULL;
+	return nfq_flows_lookup(gw->flows, key, now);
 }
 
 int
@@ -127,8 +135,8 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	if (fl != NULL && t.proto == IPPROTO_TCP && fl->tag != t.tcp_seq)
 		fl = NULL;
 	if (fl != NULL && t.proto == IPPROTO_TCP && (t.tcp_flags & TH_SYN) &&
-	    fl->verdict == NF_ACCEPT && !handshaking(gw, &t))
-		fl = NULL;
+	    fl->verdict == NF_ACCEPT)
+		fl = same_syn(gw, pkt, &t, &key, now);
 	if (fl != NULL) {
 		/* the same attempt again (a retransmission, a burst): same
 		 * verdict, no new row */

@@ -133,6 +133,17 @@ enum nfq_parse_error nfq_packet_parse_head(const uint8_t *buf, size_t len,
 
 const char *nfq_parse_error_str(enum nfq_parse_error e);
 
+#define NFQ_TCP_RST_LEN	40
+
+/*
+ * Writes an IPv4 TCP reset (RST alone, no options, no payload, DF, TTL
+ * 64, both checksums) from saddr:sport to daddr:dport with sequence
+ * number seq (addresses in network order, the rest host order) into buf.
+ * Returns its length, NFQ_TCP_RST_LEN, or 0 if len is short of it. Pure.
+ */
+size_t nfq_tcp_rst(uint8_t *buf, size_t len, uint32_t saddr, uint16_t sport,
+    uint32_t daddr, uint16_t dport, uint32_t seq);
+
 /* An IPv6 packet's addresses and transport, for the log only: sandboxes
  * get no IPv6, so these are never forwarded, only recorded and dropped. */
 struct nfq_tuple6 {

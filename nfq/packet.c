@@ -275,3 +275,72 @@ nfq_packet6_parse(const uint8_t *buf, size_t len, struct nfq_tuple6 *t)
 	}
 	return NFQ_PARSE_OK;
 }
+
+/* ---- building a reset --------------------------------------------------- */
+
+/* The Internet checksum's running sum of len bytes (RFC 1071). */
+static uint32_t
+sum16(uint32_t sum, const uint8_t *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += get_be16(p + i);
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	return sum;
+}
+
+static uint16_t
+fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+static void
+put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put_be32(uint8_t *p, uint32_t v)
+{
+	put_be16(p, (uint16_t)(v >> 16));
+	put_be16(p + 2, (uint16_t)v);
+}
+
+size_t
+nfq_tcp_rst(uint8_t *buf, size_t len, uint32_t saddr, uint16_t sport,
+    uint32_t daddr, uint16_t dport, uint32_t seq)
+{
+	uint8_t *ip = buf, *tcp = buf + IP_MIN_HLEN, pseudo[12];
+
+	if (len < NFQ_TCP_RST_LEN)
+		return 0;
+	memset(buf, 0, NFQ_TCP_RST_LEN);
+	ip[0] = 0x45;
+	put_be16(ip + 2, NFQ_TCP_RST_LEN);
+	put_be16(ip + 6, 0x4000);		/* DF */
+	ip[8] = 64;
+	ip[9] = IPPROTO_TCP;
+	memcpy(ip + 12, &saddr, 4);
+	memcpy(ip + 16, &daddr, 4);
+	put_be16(ip + 10, fold(sum16(0, ip, IP_MIN_HLEN)));
+	put_be16(tcp, sport);
+	put_be16(tcp + 2, dport);
+	put_be32(tcp + 4, seq);
+	tcp[12] = (TCP_MIN_HLEN / 4) << 4;
+	tcp[13] = 0x04;				/* RST */
+	memcpy(pseudo, &saddr, 4);
+	memcpy(pseudo + 4, &daddr, 4);
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_TCP;
+	put_be16(pseudo + 10, TCP_MIN_HLEN);
+	put_be16(tcp + 16, fold(sum16(sum16(0, pseudo, sizeof(pseudo)), tcp,
+	    TCP_MIN_HLEN)));
+	return NFQ_TCP_RST_LEN;
+}

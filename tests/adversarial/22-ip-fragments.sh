@@ -32,6 +32,7 @@ tb_assert_match "$out" "^result=answered cert=a.test frags_out=[0-9]{2}$" \
     "in 8-byte fragments (the TCP header cut in three): allowed"
 
 a0=$(tb_attacker_packet_count)
+r0=$(tb_attacker_packet_count flags=R)
 out=$(raw "$TB_ADDR_ATK" 443 frag --frag-size 64)
 tb_assert_match "$out" "^result=reset frags_out=[3-9]$" \
     "a.test's SNI in fragments to the attacker's address: reset"
@@ -46,8 +47,8 @@ tb_assert_match "$out" "^result=timeout frags_out=[4-9]$" \
 sleep 0.5
 tb_assert_eq "$(tb_attacker_packet_count proto=frag)" 0 "no fragment reached the attacker"
 tb_assert_eq "$(tb_attacker_payload_bytes)" 0 "no payload byte reached the attacker"
-tb_assert_eq "$(( $(tb_attacker_packet_count) - a0 ))" 8 \
-    "the attacker saw only the four handshakes (SYN and ACK each)"
+tb_assert_eq "$(( $(tb_attacker_packet_count) - a0 - $(tb_attacker_packet_count flags=R) + r0 ))" 8 \
+    "the attacker saw only the four handshakes (SYN and ACK each), and the resets of those refused"
 tb_assert_eq "$(tb_upstream_queries)" 2 "the upstream saw only the two lookups"
 
 tb_wait_rows "SELECT count(*) FROM flows" 5 >/dev/null

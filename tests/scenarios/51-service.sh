@@ -276,6 +276,8 @@ tb_assert_eq "$bad" "" "every thread: only net_admin, sys_chroot, sys_ptrace, sy
 tb_check "more than one thread was checked" [ "$nthreads" -ge 2 ]
 tb_assert_match "$(cat "$TB_DIR/sluiced.log")" \
     "capabilities: kept cap_net_admin,cap_sys_chroot,cap_sys_ptrace,cap_sys_admin" "and says so"
+tb_assert_eq "$(grep -c 'raw socket' "$TB_DIR/sluiced.log")" 0 \
+    "the raw socket for servers' resets opened under the unit's bounding set (CAP_NET_RAW), before the drop"
 
 # ---------------------------------------------------------------- sandboxes
 cat > "$TB_DIR/policy.json" <<EOF

@@ -572,6 +572,60 @@ test_ipv6_icmp_fragment(void **state)
 	}
 }
 
+/* Ones' complement sum of 16-bit words, folded, written apart from
+ * packet.c's: a header with its checksum in place sums to 0xffff. */
+static unsigned
+ones_sum(const uint8_t *p, size_t len, unsigned sum)
+{
+	size_t i;
+
+	for (i = 0; i < len; i += 2)
+		sum += (unsigned)p[i] << 8 | (i + 1 < len ? p[i + 1] : 0);
+	while (sum > 0xffff)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+static void
+test_tcp_rst(void **state)
+{
+	uint8_t buf[64], pseudo[12];
+	struct nfq_tuple t;
+	uint32_t s = inet_addr("10.213.0.2"), d = inet_addr("192.0.2.10");
+
+	(void)state;
+	assert_int_equal(nfq_tcp_rst(buf, NFQ_TCP_RST_LEN - 1, s, 41001, d,
+	    443, 0x89abcdefu), 0);
+	memset(buf, 0xaa, sizeof(buf));
+	assert_int_equal(nfq_tcp_rst(buf, sizeof(buf), s, 41001, d, 443,
+	    0x89abcdefu), NFQ_TCP_RST_LEN);
+	assert_int_equal(nfq_packet_parse(buf, NFQ_TCP_RST_LEN, &t),
+	    NFQ_PARSE_OK);
+	assert_int_equal(t.proto, IPPROTO_TCP);
+	assert_int_equal(t.saddr, s);
+	assert_int_equal(t.daddr, d);
+	assert_int_equal(t.sport, 41001);
+	assert_int_equal(t.dport, 443);
+	assert_int_equal(t.tcp_seq, 0x89abcdefu);
+	assert_int_equal(t.tcp_ack, 0);
+	assert_int_equal(t.tcp_flags, 0x04);	/* RST alone */
+	assert_int_equal(t.tcp_optlen, 0);
+	assert_int_equal(t.l4_len, 0);
+	assert_int_equal(t.ttl, 64);
+	/* both checksums: the known values, and a sum that checks out */
+	assert_int_equal(buf[10] << 8 | buf[11], 0x6def);
+	assert_int_equal(buf[36] << 8 | buf[37], 0xe97f);
+	assert_int_equal(ones_sum(buf, 20, 0), 0xffff);
+	memcpy(pseudo, &s, 4);
+	memcpy(pseudo + 4, &d, 4);
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_TCP;
+	pseudo[10] = 0;
+	pseudo[11] = 20;
+	assert_int_equal(ones_sum(buf + 20, 20, ones_sum(pseudo, 12, 0)),
+	    0xffff);
+}
+
 int
 main(void)
 {
@@ -579,6 +633,7 @@ main(void)
 		cmocka_unit_test(test_tcp_syn),
 		cmocka_unit_test(test_tcp_payload_and_padding),
 		cmocka_unit_test(test_head_of_a_copy),
+		cmocka_unit_test(test_tcp_rst),
 		cmocka_unit_test(test_udp),
 		cmocka_unit_test(test_udp_length_bounds_payload),
 		cmocka_unit_test(test_icmp_echo),

@@ -1,0 +1,134 @@
+#!/bin/bash
+# 59-server-reset: a connection refused after its handshake (the first
+# flight denied, left undecided by the client's own reset, or never sent
+# in time) ends at the server too. The server accepted the handshake;
+# before, only the client was reset, and the server's side stayed open
+# until its own timeout (nginx: 60 s), its later packets dropped by the
+# gateway. sluiced now sends the server a reset at the sequence number it
+# expects next, as the client, through the connection's NAT. Checked at
+# the far side: no socket of these connections left at the server.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init server-reset
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
+tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
+
+# server_sockets PORT SPORT: the server's sockets (any state but
+# TIME-WAIT, which a reset never leaves) of the connection from SPORT
+server_sockets() {
+	ip netns exec "$TB_NETNS_INET" ss -Htn state connected \
+	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
+}
+
+# client PORT SPORT WHAT: one connection from SPORT, then WHAT:
+#   deny:  a whole ClientHello for b.test (same address, not allowed), or
+#          an HTTP request for b.test; prints reset/answered/...
+#   abort: 20 bytes of a hello for a.test, then the client's own reset
+#   stall: 20 bytes of a hello for a.test, then nothing for 5 s
+client() {
+	tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$@" <<'EOF'
+import socket, ssl, struct, sys, time
+addr, port, sport, what = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
+so = ctx.wrap_bio(bi, bo, server_hostname="b.test" if what == "deny" else "a.test")
+try:
+    so.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = bo.read()
+if port == 80:
+    hello = b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n"
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.bind(("", sport))
+s.settimeout(5)
+s.connect((addr, port))
+if what == "deny":
+    s.sendall(hello)
+    try:
+        print("answered" if s.recv(100) else "closed")
+    except ConnectionResetError:
+        print("reset")
+    except socket.timeout:
+        print("timeout")
+elif what == "abort":
+    s.sendall(hello[:20])
+    time.sleep(0.3)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    print("aborted")
+else:
+    s.sendall(hello[:20])
+    try:
+        print("answered" if s.recv(100) else "closed")
+    except ConnectionResetError:
+        print("reset")
+    except socket.timeout:
+        print("timeout")
+EOF
+}
+
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+tb_assert_eq "$(client 443 41001 deny)" reset "TLS for b.test: the client is reset"
+tb_assert_eq "$(client 80 41002 deny)" reset "HTTP for b.test: the client is reset"
+tb_assert_eq "$(client 443 41003 abort)" aborted "half a hello, then the client's reset"
+tb_assert_eq "$(client 443 41004 stall)" reset "half a hello, then nothing: reset when the hold times out"
+sleep 0.5
+tb_assert_eq "$(server_sockets 443 41001)" 0 "the server holds nothing of the denied TLS connection"
+tb_assert_eq "$(server_sockets 80 41002)" 0 "the server holds nothing of the denied HTTP connection"
+tb_assert_eq "$(server_sockets 443 41003)" 0 "the server holds nothing of the aborted connection"
+tb_assert_eq "$(server_sockets 443 41004)" 0 "the server holds nothing of the stalled connection"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 4 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY src_port")" \
+"41001|deny|sni_not_allowed
+41002|deny|host_not_allowed
+41003|deny|hold_timeout
+41004|deny|hold_timeout" "a row for each, denied"
+tb_assert_eq "$(tb_status queue.server_resets)" 4 "four resets sent to servers (sluice status)"
+
+# the guard: a packet the gateway sends as a sandbox that belongs to no
+# established connection (no NAT would rewrite it) does not leave. Sent
+# from the gateway's namespace, as sluiced's resets are; the attacker host
+# must see nothing from the sandbox's address
+sb_addr=$(tb_sandbox_field a addr)
+out=$(ip netns exec "$TB_NETNS_GW" "$TB_PY" - "$sb_addr" "$TB_ADDR_ATK" <<'EOF'
+import socket, struct, sys
+src, dst = socket.inet_aton(sys.argv[1]), socket.inet_aton(sys.argv[2])
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for flags in (0x04, 0x02):
+    tcp = struct.pack("!HHIIBBHHH", 41999, 443, 1, 0, 0x50, flags, 0, 0, 0)
+    c = csum(src + dst + struct.pack("!BBH", 0, 6, 20) + tcp)
+    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, 0, 0x4000, 64, 6, 0, src, dst)
+    try:
+        tx.sendto(ip + tcp, (sys.argv[2], 0))
+        print("sent")
+    except PermissionError:
+        print("refused")	# a drop in OUTPUT comes back as EPERM
+EOF
+)
+tb_assert_eq "$(echo $out)" "refused refused" "the gateway's own stray sandbox-addressed packets are refused as they are sent"
+sleep 0.5
+tb_assert_eq "$(tb_attacker_packet_count src="$sb_addr")" 0 \
+    "a sandbox-addressed packet of no connection, sent by the gateway, never reaches the attacker"
+tb_assert_eq "$(ip netns exec "$TB_NETNS_GW" iptables -w 5 -L OUTPUT -v -n -x |
+    awk '$3 == "DROP" && index($0, "ctstate ESTABLISHED") { print $1 }')" 2 \
+    "the ruleset's guard dropped both"
+
+# an allowed connection is not reset by anything of this
+out=$(tb_in a curl -s --max-time 5 --cacert "$TB_CA" https://a.test/)
+tb_assert_eq "$out" "hello from a.test" "an allowed connection still works"
+tb_done

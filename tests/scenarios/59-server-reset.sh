@@ -30,6 +30,8 @@ server_sockets() {
 #          an HTTP request for b.test; prints reset/answered/...
 #   abort: 20 bytes of a hello for a.test, then the client's own reset
 #   stall: 20 bytes of a hello for a.test, then nothing for 5 s
+#   keep:  HTTP, kept alive: a GET and a POST with a body for a.test,
+#          each answered, then a GET for b.test; prints what each got
 client() {
 	tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$@" <<'EOF'
 import socket, ssl, struct, sys, time
@@ -46,6 +48,15 @@ except ssl.SSLWantReadError:
 hello = bo.read()
 if port == 80:
     hello = b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n"
+def answer(s):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(4096) or b"<eof>"
+    head, body = data.split(b"\r\n\r\n", 1)
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+    while n and len(body) < n[0]:
+        body += s.recv(4096)
+    return head.split(b" ")[1].decode()
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -60,6 +71,20 @@ if what == "deny":
         print("reset")
     except socket.timeout:
         print("timeout")
+elif what == "keep":
+    out = []
+    s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+    out.append(answer(s))
+    s.sendall(b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 20000\r\n\r\n" + b"x" * 20000)
+    out.append(answer(s))
+    s.sendall(hello)
+    try:
+        out.append("answered" if s.recv(100) else "closed")
+    except ConnectionResetError:
+        out.append("reset")
+    except socket.timeout:
+        out.append("timeout")
+    print(" ".join(out))
 elif what == "abort":
     s.sendall(hello[:20])
     time.sleep(0.3)
@@ -82,18 +107,23 @@ tb_assert_eq "$(client 443 41001 deny)" reset "TLS for b.test: the client is res
 tb_assert_eq "$(client 80 41002 deny)" reset "HTTP for b.test: the client is reset"
 tb_assert_eq "$(client 443 41003 abort)" aborted "half a hello, then the client's reset"
 tb_assert_eq "$(client 443 41004 stall)" reset "half a hello, then nothing: reset when the hold times out"
+out=$(client 80 41005 keep)
+tb_assert_match "$out" "^200 [0-9]{3} reset$" "HTTP kept alive: a.test twice (a GET, a POST with a body), then b.test: reset"
 sleep 0.5
+tb_assert_eq "$(server_sockets 80 41005)" 0 "the server holds nothing of the kept-alive connection refused at its third request"
 tb_assert_eq "$(server_sockets 443 41001)" 0 "the server holds nothing of the denied TLS connection"
 tb_assert_eq "$(server_sockets 80 41002)" 0 "the server holds nothing of the denied HTTP connection"
 tb_assert_eq "$(server_sockets 443 41003)" 0 "the server holds nothing of the aborted connection"
 tb_assert_eq "$(server_sockets 443 41004)" 0 "the server holds nothing of the stalled connection"
-tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 4 >/dev/null
-tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY src_port")" \
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 6 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY src_port, id")" \
 "41001|deny|sni_not_allowed
 41002|deny|host_not_allowed
 41003|deny|hold_timeout
-41004|deny|hold_timeout" "a row for each, denied"
-tb_assert_eq "$(tb_status queue.server_resets)" 4 "four resets sent to servers (sluice status)"
+41004|deny|hold_timeout
+41005|allow|allowed_domain
+41005|deny|host_not_allowed" "a row for each, denied (the kept-alive one: its first request's, then the denial)"
+tb_assert_eq "$(tb_status queue.server_resets)" 5 "five resets sent to servers (sluice status)"
 
 # the guard: a packet the gateway sends as a sandbox that belongs to no
 # established connection (no NAT would rewrite it) does not leave. Sent

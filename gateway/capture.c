@@ -12,6 +12,7 @@
 
 #include "gateway/capture.h"
 #include "gateway/names.h"
+#include "nfq/nfq.h"
 
 #define PCAP_FILE_HDR	24	/* the file header pcap writes */
 #define PCAP_REC_HDR	16	/* before each packet, in the file */
@@ -244,27 +245,6 @@ put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
-/* The Internet checksum's running sum (RFC 1071) over len bytes. */
-static uint32_t
-sum16(uint32_t sum, const uint8_t *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
-	if (len & 1)
-		sum += (uint32_t)(p[len - 1] << 8);
-	return sum;
-}
-
-static uint16_t
-fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 void
 gw_capture_dns(struct gw_capture *c, const char *sandbox, uint32_t src,
     uint16_t sport, uint32_t dst, uint16_t dport, const uint8_t *msg,
@@ -289,7 +269,7 @@ gw_capture_dns(struct gw_capture *c, const char *sandbox, uint32_t src,
 	ip[9] = 17;				/* UDP */
 	memcpy(ip + 12, &src, 4);
 	memcpy(ip + 16, &dst, 4);
-	put16(ip + 10, fold(sum16(0, ip, IP_HLEN)));
+	put16(ip + 10, nfq_csum_fold(nfq_csum_add(0, ip, IP_HLEN)));
 	put16(udp, sport);
 	put16(udp + 2, dport);
 	put16(udp + 4, ulen);
@@ -299,7 +279,8 @@ gw_capture_dns(struct gw_capture *c, const char *sandbox, uint32_t src,
 	pseudo[8] = 0;
 	pseudo[9] = 17;
 	put16(pseudo + 10, ulen);
-	csum = fold(sum16(sum16(0, pseudo, sizeof(pseudo)), udp, ulen));
+	csum = nfq_csum_fold(nfq_csum_add(nfq_csum_add(0, pseudo,
+	    sizeof(pseudo)), udp, ulen));
 	/* 0 means "no checksum" in UDP: a computed 0 is sent as all ones */
 	put16(udp + 6, csum == 0 ? 0xffff : csum);
 	write_record(c, sandbox, c->buf, IP_HLEN + (size_t)ulen, ts_us);

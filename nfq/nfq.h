@@ -133,6 +133,14 @@ enum nfq_parse_error nfq_packet_parse_head(const uint8_t *buf, size_t len,
 
 const char *nfq_parse_error_str(enum nfq_parse_error e);
 
+/*
+ * The Internet checksum (RFC 1071): nfq_csum_add adds len bytes, as
+ * big-endian 16-bit words (an odd last byte padded with zero), to a
+ * running sum; nfq_csum_fold folds the sum and complements it. Pure.
+ */
+uint32_t nfq_csum_add(uint32_t sum, const uint8_t *p, size_t len);
+uint16_t nfq_csum_fold(uint32_t sum);
+
 #define NFQ_TCP_RST_LEN	40
 
 /*

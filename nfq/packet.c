@@ -278,9 +278,8 @@ nfq_packet6_parse(const uint8_t *buf, size_t len, struct nfq_tuple6 *t)
 
 /* ---- building a reset --------------------------------------------------- */
 
-/* The Internet checksum's running sum of len bytes (RFC 1071). */
-static uint32_t
-sum16(uint32_t sum, const uint8_t *p, size_t len)
+uint32_t
+nfq_csum_add(uint32_t sum, const uint8_t *p, size_t len)
 {
 	size_t i;
 
@@ -291,8 +290,8 @@ sum16(uint32_t sum, const uint8_t *p, size_t len)
 	return sum;
 }
 
-static uint16_t
-fold(uint32_t sum)
+uint16_t
+nfq_csum_fold(uint32_t sum)
 {
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
@@ -329,7 +328,7 @@ nfq_tcp_rst(uint8_t *buf, size_t len, uint32_t saddr, uint16_t sport,
 	ip[9] = IPPROTO_TCP;
 	memcpy(ip + 12, &saddr, 4);
 	memcpy(ip + 16, &daddr, 4);
-	put_be16(ip + 10, fold(sum16(0, ip, IP_MIN_HLEN)));
+	put_be16(ip + 10, nfq_csum_fold(nfq_csum_add(0, ip, IP_MIN_HLEN)));
 	put_be16(tcp, sport);
 	put_be16(tcp + 2, dport);
 	put_be32(tcp + 4, seq);
@@ -340,7 +339,7 @@ nfq_tcp_rst(uint8_t *buf, size_t len, uint32_t saddr, uint16_t sport,
 	pseudo[8] = 0;
 	pseudo[9] = IPPROTO_TCP;
 	put_be16(pseudo + 10, TCP_MIN_HLEN);
-	put_be16(tcp + 16, fold(sum16(sum16(0, pseudo, sizeof(pseudo)), tcp,
-	    TCP_MIN_HLEN)));
+	put_be16(tcp + 16, nfq_csum_fold(nfq_csum_add(
+	    nfq_csum_add(0, pseudo, sizeof(pseudo)), tcp, TCP_MIN_HLEN)));
 	return NFQ_TCP_RST_LEN;
 }

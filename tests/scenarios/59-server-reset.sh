@@ -57,6 +57,14 @@ def answer(s):
     while n and len(body) < n[0]:
         body += s.recv(4096)
     return head.split(b" ")[1].decode()
+def fate(s, data):
+    s.sendall(data)
+    try:
+        return "answered" if s.recv(100) else "closed"
+    except ConnectionResetError:
+        return "reset"
+    except socket.timeout:
+        return "timeout"
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -64,26 +72,14 @@ s.bind(("", sport))
 s.settimeout(5)
 s.connect((addr, port))
 if what == "deny":
-    s.sendall(hello)
-    try:
-        print("answered" if s.recv(100) else "closed")
-    except ConnectionResetError:
-        print("reset")
-    except socket.timeout:
-        print("timeout")
+    print(fate(s, hello))
 elif what == "keep":
     out = []
     s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
     out.append(answer(s))
     s.sendall(b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 20000\r\n\r\n" + b"x" * 20000)
     out.append(answer(s))
-    s.sendall(hello)
-    try:
-        out.append("answered" if s.recv(100) else "closed")
-    except ConnectionResetError:
-        out.append("reset")
-    except socket.timeout:
-        out.append("timeout")
+    out.append(fate(s, hello))
     print(" ".join(out))
 elif what == "abort":
     s.sendall(hello[:20])
@@ -92,13 +88,7 @@ elif what == "abort":
     s.close()
     print("aborted")
 else:
-    s.sendall(hello[:20])
-    try:
-        print("answered" if s.recv(100) else "closed")
-    except ConnectionResetError:
-        print("reset")
-    except socket.timeout:
-        print("timeout")
+    print(fate(s, hello[:20]))
 EOF
 }
 

@@ -363,30 +363,38 @@ release(struct gw *gw, struct hold *h, uint32_t mark)
  * (answered with an ACK the gateway drops).
  */
 static void
-reset_server(struct gw *gw, const struct hold *h)
+reset_to(struct gw *gw, const struct nfq_flow_key *k, const uint32_t *seqs,
+    size_t n)
 {
 	uint8_t pkt[NFQ_TCP_RST_LEN];
 	struct sockaddr_in to;
-	uint32_t seqs[2] = { h->sent_end, h->reasm->base };
-	size_t i, n = seqs[0] == seqs[1] ? 1 : 2;
+	size_t i;
 
 	if (gw->rst_fd == -1)
 		return;
 	memset(&to, 0, sizeof(to));
 	to.sin_family = AF_INET;
-	to.sin_addr.s_addr = h->key.daddr;
+	to.sin_addr.s_addr = k->daddr;
 	for (i = 0; i < n; i++) {
-		(void)nfq_tcp_rst(pkt, sizeof(pkt), h->key.saddr,
-		    h->key.sport, h->key.daddr, h->key.dport, seqs[i]);
+		(void)nfq_tcp_rst(pkt, sizeof(pkt), k->saddr, k->sport,
+		    k->daddr, k->dport, seqs[i]);
 		if (sendto(gw->rst_fd, pkt, sizeof(pkt), 0,
 		    (struct sockaddr *)&to, sizeof(to)) == -1) {
 			gw->server_reset_errors++;
-			log_debug("reset to port %u: %s", h->key.dport,
+			log_debug("reset to port %u: %s", k->dport,
 			    strerror(errno));
 			return;
 		}
 	}
 	gw->server_resets++;
+}
+
+static void
+reset_server(struct gw *gw, const struct hold *h)
+{
+	uint32_t seqs[2] = { h->sent_end, h->reasm->base };
+
+	reset_to(gw, &h->key, seqs, seqs[0] == seqs[1] ? 1 : 2);
 }
 
 /*
@@ -1233,6 +1241,11 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		    t->tcp_seq - fl->tag >= 0x80000000u))
 			fl = NULL;	/* not behind the decided flight */
 		if (fl != NULL) {
+			if (fl->reset_server && t->proto == IPPROTO_TCP) {
+				/* its first packet: the server expects it */
+				fl->reset_server = false;
+				reset_to(gw, &key, &t->tcp_seq, 1);
+			}
 			if (nfq_queue_verdict(gw->queue, pkt->id, fl->verdict,
 			    true, fl->mark) == -1)
 				log_warn("verdict");

@@ -15,7 +15,7 @@
  *             bound): the row says so at once, the set loses the entry,
  *             and the flow table carries the denial to the connection's
  *             first packet with a byte in it, which is reset without a
- *             row of its own (inspect.c). The handshake itself
+ *             row of its own, the server with it (inspect.c). The handshake itself
  *             went to an address the sandbox had resolved through an
  *             allowed name within the binding's lifetime.
  */
@@ -268,6 +268,10 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
 	    GW_FLOW_TTL_MS, v, mark);
 	fl->tag = t.tcp_seq;
+	/* a denied SYN the kernel let through: its server took the
+	 * handshake, and is reset with the connection's first packet */
+	fl->reset_server = pkt->copy && v != NF_ACCEPT &&
+	    t.proto == IPPROTO_TCP;
 	return verdict(gw, pkt, v, mark);
 }
 

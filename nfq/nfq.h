@@ -223,6 +223,11 @@ struct nfq_flow {
 						 * segments behind it, which no
 						 * SYN may reuse); cleared by
 						 * each insert */
+	bool			reset_server;	/* the caller's (sluiced: a
+						 * denial of a SYN the kernel
+						 * let through, whose server
+						 * is to be reset); cleared by
+						 * each insert */
 };
 
 struct nfq_flows;

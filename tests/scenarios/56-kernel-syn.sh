@@ -99,10 +99,13 @@ ip netns exec "$TB_NETNS_GW" nft add element ip sluice bound \
 tb_check "a stale entry in place" sh -c "$(declare -f elems); elems | grep -q '$TB_ADDR_ATK 443'"
 before=$(syns_at "$TB_ADDR_ATK")
 atk_bytes=$(tb_attacker_payload_bytes proto=tcp dport=443)
+atk_rst=$(tb_attacker_packet_count proto=tcp dport=443 flags=R)
 tb_assert_eq "$(tls "$TB_ADDR_ATK" 443 --sni x.evil.test)" "reset" "through the stale entry: reset"
 sleep 0.3
 tb_assert_eq "$(syns_at "$TB_ADDR_ATK")" "$((before + 1))" "the handshake reached the attacker"
 tb_assert_eq "$(tb_attacker_payload_bytes proto=tcp dport=443)" "$atk_bytes" "no byte of the hello did"
+tb_assert_eq "$(tb_attacker_packet_count proto=tcp dport=443 flags=R)" "$((atk_rst + 1))" \
+    "the server that took the handshake was reset (scenario 59)"
 tb_assert_eq "$(elems)" "" "the stale entry is gone"
 tb_wait_rows "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND verdict = 'deny'
     AND reason = 'no_dns_binding'" 2 >/dev/null

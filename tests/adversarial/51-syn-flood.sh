@@ -53,7 +53,7 @@ qrule() {
 	    awk '/NFQUEUE/ { n += $1 } END { print n + 0 }'
 }
 spackets() {
-	tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["queue"]["packets"])'
+	tb_status queue.packets
 }
 counters() {	# counters SUFFIX: sets qd, ud, seq, rule, pk with SUFFIX
 	local a b c
@@ -140,7 +140,7 @@ tb_check "and answers status" eval 'tb_sluice status >/dev/null'
 # let the writer and the attacker's recorder catch up
 for _ in $(seq 30); do
 	n1=$(tb_attacker_packet_count proto=tcp flags=S dport=4444)
-	depth=$(tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["store"]["depth"])')
+	depth=$(tb_status store.depth)
 	sleep 0.3
 	n2=$(tb_attacker_packet_count proto=tcp flags=S dport=4444)
 	[ "$n1" = "$n2" ] && [ "$depth" = 0 ] && break

@@ -59,7 +59,7 @@ rcvbuf_errors() {
 	    /proc/net/snmp
 }
 store_depth() {
-	tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["store"]["depth"])'
+	tb_status store.depth
 }
 # drained: the writer has nothing left (rows get their ids when written).
 drained() {

@@ -58,9 +58,7 @@ tb_assert_match "$ct_a" "ESTABLISHED .*mark=268435456" \
 tb_check "del a" tb_sluice sandbox del "${P}-a"
 # the slot is free again once the reaper is done with it
 for _ in $(seq 50); do
-	pend=$(tb_sluice status -j | "$TB_PY" -c '
-import json, sys
-print(json.load(sys.stdin)["reaper"]["pending"])')
+	pend=$(tb_status reaper.pending)
 	[ "$pend" = 0 ] && break
 	sleep 0.1
 done

@@ -122,8 +122,7 @@ tcp_conn_limit|REFUSED|deny|11|11" "a row for each, the refused ones with their 
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM dns_queries WHERE qname LIKE 'over_.plain.test'
     AND sandbox = '${P}-e'")" 10 "the refused queries' names are on record, as e's"
 tb_assert_eq "$(tb_upstream_queries 'over|big|cut|share')" 0 "none of them reached the upstream"
-tb_assert_eq "$(tb_sluice status -j | "$TB_PY" -c \
-    'import json,sys; print(json.load(sys.stdin)["dns"]["tcp_refused"])')" 11 \
+tb_assert_eq "$(tb_status dns.tcp_refused)" 11 \
     "sluice status counts the refused connections"
 
 # UDP: sluiced frozen, a burst well beyond its socket's 4 MiB
@@ -142,8 +141,7 @@ kill -CONT "$TB_SLUICED_PID"
 sleep 1
 # the next datagram read carries the kernel's count of drops
 tb_in a dig +short +time=2 +tries=1 @"$gw" after.evil.test >/dev/null
-dropped=$(tb_sluice status -j | "$TB_PY" -c \
-    'import json,sys; print(json.load(sys.stdin)["dns"]["kernel_dropped"])')
+dropped=$(tb_status dns.kernel_dropped)
 echo "kernel dropped $dropped queries"
 tb_assert_le 1 "${dropped:-0}" "the kernel dropped some of the burst"
 tb_assert_eq "$(tb_wait_rows "SELECT coalesce(sum(count), 0) FROM lost_records

@@ -24,7 +24,7 @@ cat > "$TB_DIR/policy.json" <<EOF
 EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
 sql() { sqlite3 -batch -noheader -cmd ".timeout 3000" "$db" "$1"; }
-writable() { tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["store"]["writable"])'; }
+writable() { tb_status store.writable; }
 try() {	# try TAG: one connection to the allowed attacker port; prints ok/denied
 	out=$(echo "$1" | tb_in a nc -w 2 "$TB_ADDR_ATK" 4444 2>/dev/null)
 	[ "$out" = attacker ] && echo ok || echo denied
@@ -74,7 +74,7 @@ tb_assert_eq "$allowed_rows" "$conns" "every connection that reached the attacke
 tb_assert_eq "$(sql "SELECT count(*) FROM flows WHERE reason = 'log_unavailable' AND verdict = 'deny'")" 2 \
     "each fault's denial was logged once the store was back"
 tb_check "write errors were counted" \
-    [ "$(tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["store"]["write_errors"])')" -gt 0 ]
+    [ "$(tb_status store.write_errors)" -gt 0 ]
 tb_assert_match "$(cat "$TB_DIR/sluiced.log")" "cannot be written.*denied" "the condition is logged"
 tb_assert_match "$(cat "$TB_DIR/sluiced.log")" "writable again" "and its end"
 tb_done

@@ -96,8 +96,7 @@ ttl_of() { printf '%s\n' "${1##*/}"; }
 # questions for NAME that the upstream logged (after a moment for its log)
 upstream() { sleep 0.3; tb_upstream_queries "^${1//./\\.}\$"; }
 upstream_all() { sleep 0.3; tb_upstream_queries; }
-st() { tb_sluice status -j | "$TB_PY" -c 'import json, sys
-print(json.load(sys.stdin)["dns"][sys.argv[1]])' "$1"; }
+st() { tb_status "dns.$1"; }
 connect() {	# connect SANDBOX: the server's reply; fails if refused
 	tb_in "$1" timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 7
 		printf "from-%s\n" "$2" >&3

@@ -140,11 +140,11 @@ on_end(void *arg, const struct nfq_ct_end *e)
 		gw->denied_unlogged++;
 }
 
-/* Bounds one read of everything pending: 64 datagrams a batch. */
+/* Bounds a read of everything pending: 64 datagrams a batch. */
 #define CT_READ_BATCHES	64
 
 bool
-gw_ct_read(struct gw *gw)
+gw_ct_read(struct gw *gw, bool all)
 {
 	struct timespec ts;
 	uint64_t lost;
@@ -152,7 +152,7 @@ gw_ct_read(struct gw *gw)
 
 	if (gw->ct == NULL)
 		return false;
-	for (i = 0; i < CT_READ_BATCHES; i++)
+	for (i = 0; i < (all ? CT_READ_BATCHES : 1); i++)
 		if (nfq_ct_recv(gw->ct, on_end, gw) <= 0)
 			break;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -386,12 +386,13 @@ int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple6 *t, const struct gw_decision *d);
 
 /*
- * Reads the conntrack destroy events pending (flowlog.c): each ended
- * connection's row gets its counters and the flow table forgets its
- * 5-tuple. True when every end since 2 × GW_FLOW_ALLOW_TTL_MS ago was
- * read: none lost by the kernel (ENOBUFS), and there is a socket.
+ * Reads conntrack destroy events (flowlog.c): one batch, or all that are
+ * pending (at most 64 batches); each ended connection's row gets its
+ * counters and the flow table forgets its 5-tuple. True when every end
+ * since 2 × GW_FLOW_ALLOW_TTL_MS ago was read: none lost by the kernel
+ * (ENOBUFS), and there is a socket.
  */
-bool gw_ct_read(struct gw *gw);
+bool gw_ct_read(struct gw *gw, bool all);
 
 /*
  * synpath.c: a new flow's first decision, for a queued packet (with its

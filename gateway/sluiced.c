@@ -396,7 +396,7 @@ main(int argc, char **argv)
 		gw_inspect_expire(&gw, gw_now_ms());
 		gw_limits_expire(&gw, gw_now_ms(), false);
 		if (pfd[3].revents & POLLIN)
-			gw_ct_read(&gw);
+			(void)gw_ct_read(&gw, false);
 		if (pfd[4].revents & POLLIN)
 			gw_reaper_collect(&gw);
 		store_watch(&gw);

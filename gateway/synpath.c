@@ -81,7 +81,7 @@ same_syn(struct gw *gw, const struct nfq_packet *pkt,
 {
 	struct nfq_ct_end e;
 
-	if (!gw_ct_read(gw))
+	if (!gw_ct_read(gw, true))
 		return NULL;
 	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_STALE &&
 	    (nfq_ct_get(gw->ct, IPPROTO_TCP, t->saddr, t->sport, t->daddr,

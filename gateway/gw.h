@@ -418,6 +418,10 @@ int gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
     const struct gw_decision *d, int kind, uint64_t now);
 void gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
+/* The hold on a SYN's 5-tuple: 1 it is that SYN's (the same sequence
+ * number), 0 another connection's, -1 there is none. */
+int gw_inspect_held_syn(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t);
 int gw_inspect_timeout(struct gw *gw, uint64_t now);
 void gw_inspect_expire(struct gw *gw, uint64_t now);
 void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);

@@ -900,6 +900,19 @@ replaced(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
 }
 
 int
+gw_inspect_held_syn(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t)
+{
+	struct nfq_flow_key key;
+	const struct hold *h;
+
+	flow_key(pkt, t, &key);
+	if ((h = hold_find(gw->holds, &key)) == NULL)
+		return -1;
+	return h->t.tcp_seq == t->tcp_seq ? 1 : 0;
+}
+
+int
 gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
     const struct nfq_packet *pkt, const struct nfq_tuple *t,
     const struct gw_decision *d, int kind, uint64_t now)

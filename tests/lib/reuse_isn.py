@@ -9,6 +9,9 @@
 # own source port: SYN, handshake, SEGS one-byte segments of a ClientHello
 # for SNI1 (held by the gateway), then a second SYN with another sequence
 # number on the same 5-tuple. Prints the rounds done.
+# reuse_isn.py SRC DST SNI1 SNI2 stale GAP: SNI1's hello alone to a server
+# that answers and resets the connection (no FIN), then, GAP seconds
+# later, SNI2's hello from the same port with a new ISN.
 # reuse_isn.py SRC DST SNI1 - resyn: one connection whose SYN is sent
 # twice, the first SYN-ACK left unanswered (a retransmitted SYN).
 import random, socket, ssl, struct, sys, time, select
@@ -95,7 +98,45 @@ def session(isn, sni, path, syns=1):
     send(tcp(snd, rcv, 0x14))
     return body.decode("latin-1").replace("\r", "")[-80:]
 
-if len(sys.argv) > 5 and sys.argv[5] == "resyn":
+def hello_for(sni):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
+    so = ctx.wrap_bio(bi, bo, server_hostname=sni)
+    try: so.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return bo.read()
+
+def hello_only(isn, sni):
+    # SYN, handshake, a ClientHello; then what comes back within 2 s:
+    # "server reset" (after its data, if any), "gateway reset" (nothing
+    # from the server first), or what else
+    send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
+    sa = recv(2)
+    if sa is None or sa[2] & 0x12 != 0x12:
+        return "no SYN-ACK %r" % (sa,)
+    snd, rcv = isn + 1, sa[0] + 1
+    send(tcp(snd, rcv, 0x10))
+    h = hello_for(sni)
+    send(tcp(snd, rcv, 0x18, data=h))
+    got = b""
+    end = time.time() + 2
+    while time.time() < end:
+        r = recv(0.3)
+        if r is None: continue
+        seq, ack, fl, data = r
+        got += data
+        if fl & 0x04:
+            return ("server reset after %r" % got) if got else "reset"
+    return "nothing but %r" % got
+
+if len(sys.argv) > 5 and sys.argv[5] == "stale":
+    # SNI1's hello to a server that answers and resets (no FIN); GAP
+    # seconds later a new connection from the same port, SNI2's hello
+    print("conn1:", hello_only(random.randint(0, 2**31), sni1))
+    time.sleep(float(sys.argv[6]))
+    print("conn2:", hello_only(random.randint(0, 2**31), sni2))
+elif len(sys.argv) > 5 and sys.argv[5] == "resyn":
     # one connection whose SYN is sent twice (the first SYN-ACK ignored):
     # a retransmission, as a client whose SYN-ACK was lost makes
     print("conn1:", repr(session(random.randint(0, 2**31), sni1, "/first", 2)))

@@ -1,0 +1,83 @@
+#!/bin/bash
+# 25-stale-syn-after-reset: a TLS connection to plain.test (allowed) has
+# its hello decided and proven, so conntrack carries the allow mark; the
+# server answers and resets it, with no FIN, so the last word conntrack
+# sees is the server's RST (CLOSE). A SYN from the same source port then
+# is one conntrack does not take as new (it reopens a CLOSE entry only
+# after a FIN, or the client's own reset): it comes to sluiced marked
+# stale, and no flight may be held from it (adversarial 24). The server
+# has no socket left and answers it, conntrack follows, and the new
+# connection goes on under the old entry. (found by review, 2026-11-30)
+# Its allow mark used to carry the new connection's hello for evil.test
+# past sluiced unread, to the server. Now the stale SYN gives the
+# connection the inspect mark, so what follows is read, finds no flight
+# held, and is refused. Checked at the server: what each connection sent
+# it. Kernel-SYN set off and on.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init adv-stale-syn
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+
+# plain.test's address, port 443: a server that reads what comes, notes
+# it, answers "ok" and closes at once with SO_LINGER 0 (a reset, no FIN)
+ip netns exec "$TB_NETNS_INET" timeout 60 "$TB_PY" - "$TB_ADDR_PLAIN" "$TB_DIR/srv.log" <<'EOF' &
+import json, socket, struct, sys
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], 443))
+ls.listen(8)
+while True:
+    c, peer = ls.accept()
+    c.settimeout(1.5)
+    data = b""
+    try:
+        while len(data) < 100:
+            d = c.recv(4096)
+            if not d: break
+            data += d
+    except socket.timeout:
+        pass
+    with open(sys.argv[2], "a") as f:
+        f.write(json.dumps({"bytes": len(data), "evil": b"evil.test" in data,
+                            "plain": b"plain.test" in data}) + "\n")
+    try:
+        c.sendall(b"ok")
+    except OSError:
+        pass
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()
+EOF
+_tb_record $! stale-server
+sleep 0.5
+
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["plain.test"]}}
+EOF
+for ks in off on; do
+	: > "$TB_DIR/srv.log"
+	tb_sluiced_start --kernel-syn "$ks" || { tb_fail "sluiced up (--kernel-syn $ks)"; continue; }
+	tb_check "sandbox add ($ks)" tb_sandbox_add "a$ks" "$TB_DIR/policy.json"
+	tb_assert_eq "$(tb_in "a$ks" dig +short plain.test)" "$TB_ADDR_PLAIN" "plain.test resolves ($ks)"
+	# the sandbox kernel's own resets stay home: the connections are
+	# made by hand
+	tb_in "a$ks" iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
+	id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+	out=$(tb_in "a$ks" "$TB_PY" "$TB_LIB/reuse_isn.py" "$(tb_sandbox_field "a$ks" addr)" \
+	    "$TB_ADDR_PLAIN" plain.test evil.test stale 0.3)
+	echo "$out"
+	tb_assert_match "$(printf '%s\n' "$out" | sed -n 1p)" "^conn1: server reset after b'ok'" \
+	    "--kernel-syn $ks: plain.test's hello answered, then the server's reset"
+	tb_assert_eq "$(printf '%s\n' "$out" | sed -n 2p)" "conn2: reset" \
+	    "--kernel-syn $ks: the next connection from that port, evil.test's hello: reset by the gateway"
+	sleep 2
+	tb_assert_eq "$(cat "$TB_DIR/srv.log" | "$TB_PY" -c '
+import json, sys
+print(" ".join("%s:%s" % (r["plain"], r["evil"]) for r in map(json.loads, sys.stdin)))')" \
+	    "True:False False:False" "--kernel-syn $ks: the server got plain.test's hello, and not one byte of evil.test's"
+	tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND verdict = 'deny'" 1 >/dev/null
+	tb_assert_eq "$(tb_sql "SELECT verdict, reason, ifnull(sni, '-') FROM flows WHERE id > $id0 ORDER BY id")" \
+"allow|allowed_domain|plain.test
+allow|allowed_domain|-
+deny|no_inspection_state|-" "--kernel-syn $ks: rows: the first connection, the stale SYN, the refused hello"
+	tb_check "sluiced stops ($ks)" tb_sluiced_term
+done
+tb_done

@@ -259,6 +259,8 @@ handle(struct gw *gw, json_t *req)
 			    json_integer((json_int_t)gw->server_resets));
 			json_object_set_new(q, "server_reset_errors",
 			    json_integer((json_int_t)gw->server_reset_errors));
+			json_object_set_new(q, "server_resets_enabled",
+			    json_boolean(gw->rst_fd != -1));
 		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)

@@ -1,5 +1,6 @@
 /* flowlog.c: one row of the flows table, from a decision. */
 #include <arpa/inet.h>
+#include <linux/netfilter.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,6 +115,7 @@ on_end(void *arg, const struct nfq_ct_end *e)
 	if (e->proto == IPPROTO_TCP &&
 	    (sb = gw_sandbox_by_addr(gw, e->saddr)) != NULL) {
 		struct nfq_flow_key key;
+		const struct nfq_flow *fl;
 
 		memset(&key, 0, sizeof(key));
 		key.ifindex = sb->ifindex;
@@ -122,7 +124,13 @@ on_end(void *arg, const struct nfq_ct_end *e)
 		key.sport = e->sport;
 		key.dport = e->dport;
 		key.proto = IPPROTO_TCP;
-		nfq_flows_remove(gw->flows, &key);
+		/* only an allowed SYN's entry, the one synpath.c asks about:
+		 * an end read late may be an older connection's than the
+		 * entry (a verified flight's, a denial's) */
+		if ((fl = nfq_flows_lookup(gw->flows, &key,
+		    gw_now_ms())) != NULL && fl->verdict == NF_ACCEPT &&
+		    !fl->flight)
+			nfq_flows_remove(gw->flows, &key);
 	}
 	memset(&fe, 0, sizeof(fe));
 	fe.ts_us = store_now_us();
@@ -150,10 +158,13 @@ gw_ct_read(struct gw *gw, bool all)
 	uint64_t lost;
 	int i;
 
+	bool drained = false;
+
 	if (gw->ct == NULL)
 		return false;
 	for (i = 0; i < (all ? CT_READ_BATCHES : 1); i++)
-		if (nfq_ct_recv(gw->ct, on_end, gw) <= 0)
+		if (nfq_ct_recv(gw->ct, on_end, gw) == -1 ||
+		    (drained = nfq_ct_drained(gw->ct)))
 			break;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if ((lost = nfq_ct_lost(gw->ct)) != gw->ct_lost_seen) {
@@ -161,7 +172,7 @@ gw_ct_read(struct gw *gw, bool all)
 		gw->ct_lost_ms = (uint64_t)ts.tv_sec * 1000 +
 		    (uint64_t)ts.tv_nsec / 1000000;
 	}
-	return gw->ct_lost_ms == 0 || (uint64_t)ts.tv_sec * 1000 +
-	    (uint64_t)ts.tv_nsec / 1000000 - gw->ct_lost_ms >
-	    2 * GW_FLOW_ALLOW_TTL_MS;
+	return drained && (gw->ct_lost_ms == 0 ||
+	    (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 -
+	    gw->ct_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
 }

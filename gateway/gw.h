@@ -388,9 +388,9 @@ int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
 /*
  * Reads conntrack destroy events (flowlog.c): one batch, or all that are
  * pending (at most 64 batches); each ended connection's row gets its
- * counters and the flow table forgets its 5-tuple. True when every end
- * since 2 × GW_FLOW_ALLOW_TTL_MS ago was read: none lost by the kernel
- * (ENOBUFS), and there is a socket.
+ * counters, and an allowed SYN's flow-table entry on its 5-tuple goes.
+ * True when every end since 2 × GW_FLOW_ALLOW_TTL_MS ago was read: the
+ * socket was read dry, and none was lost by the kernel (ENOBUFS).
  */
 bool gw_ct_read(struct gw *gw, bool all);
 

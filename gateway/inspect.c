@@ -356,22 +356,25 @@ release(struct gw *gw, struct hold *h, uint32_t mark)
  * The server took the handshake: it is reset too, or it would keep its
  * side open until its own timeout, its packets dropped here. The reset
  * goes out as the client's, at the sequence number the server expects
- * next, and conntrack NATs it as the connection's (ruleset.c drops one
- * that belongs to no established connection). That is the end of what
- * was let out, or of the handshake if the server never took that: a
+ * next, and conntrack NATs it as the connection's. That is the end of
+ * what was let out, or of the handshake if the server never took that: a
  * reset at the other one is out of its window (ignored), or in it
- * (answered with an ACK the gateway drops).
+ * (answered with an ACK, which at most reaches the client). One that
+ * belongs to no established connection (the server never answered the
+ * SYN, say) is dropped by the ruleset and comes back as EPERM: there is
+ * nothing to reset, and that is no error. True if one went out.
  */
-static void
+static bool
 reset_to(struct gw *gw, const struct nfq_flow_key *k, const uint32_t *seqs,
     size_t n)
 {
 	uint8_t pkt[NFQ_TCP_RST_LEN];
 	struct sockaddr_in to;
 	size_t i;
+	bool sent = false;
 
 	if (gw->rst_fd == -1)
-		return;
+		return false;
 	memset(&to, 0, sizeof(to));
 	to.sin_family = AF_INET;
 	to.sin_addr.s_addr = k->daddr;
@@ -379,14 +382,17 @@ reset_to(struct gw *gw, const struct nfq_flow_key *k, const uint32_t *seqs,
 		(void)nfq_tcp_rst(pkt, sizeof(pkt), k->saddr, k->sport,
 		    k->daddr, k->dport, seqs[i]);
 		if (sendto(gw->rst_fd, pkt, sizeof(pkt), 0,
-		    (struct sockaddr *)&to, sizeof(to)) == -1) {
+		    (struct sockaddr *)&to, sizeof(to)) != -1)
+			sent = true;
+		else if (errno != EPERM) {
 			gw->server_reset_errors++;
 			log_debug("reset to port %u: %s", k->dport,
 			    strerror(errno));
-			return;
 		}
 	}
-	gw->server_resets++;
+	if (sent)
+		gw->server_resets++;
+	return sent;
 }
 
 static void
@@ -394,7 +400,7 @@ reset_server(struct gw *gw, const struct hold *h)
 {
 	uint32_t seqs[2] = { h->sent_end, h->reasm->base };
 
-	reset_to(gw, &h->key, seqs, seqs[0] == seqs[1] ? 1 : 2);
+	(void)reset_to(gw, &h->key, seqs, seqs[0] == seqs[1] ? 1 : 2);
 }
 
 /*
@@ -1255,9 +1261,12 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 			fl = NULL;	/* not behind the decided flight */
 		if (fl != NULL) {
 			if (fl->reset_server && t->proto == IPPROTO_TCP) {
-				/* its first packet: the server expects it */
-				fl->reset_server = false;
-				reset_to(gw, &key, &t->tcp_seq, 1);
+				/* nothing passed since the SYN: the server
+				 * expects the byte after it */
+				uint32_t seq = fl->tag + 1;
+
+				if (reset_to(gw, &key, &seq, 1))
+					fl->reset_server = false;
 			}
 			if (nfq_queue_verdict(gw->queue, pkt->id, fl->verdict,
 			    true, fl->mark) == -1)

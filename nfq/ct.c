@@ -55,6 +55,7 @@ struct nfq_ct {
 
 	uint64_t		 lost;		/* ENOBUFS seen */
 	uint64_t		 damaged;	/* messages skipped unread */
+	bool			 drained;	/* the last read found none left */
 
 	alignas(struct nlmsghdr) char buf[CT_BUF_SIZE];
 };
@@ -458,10 +459,13 @@ nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg)
 	ct->cb = cb;
 	ct->cb_arg = arg;
 	ct->events = 0;
+	ct->drained = false;
 	for (i = 0; i < CT_RECV_BATCH; i++) {
 		if ((n = ct_read(ct)) == -1) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				ct->drained = true;
 				break;
+			}
 			if (errno == EINTR)
 				continue;
 			/* The socket overflowed and the kernel dropped
@@ -493,6 +497,12 @@ uint64_t
 nfq_ct_lost(const struct nfq_ct *ct)
 {
 	return ct->lost;
+}
+
+bool
+nfq_ct_drained(const struct nfq_ct *ct)
+{
+	return ct->drained;
 }
 
 uint64_t

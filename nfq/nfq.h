@@ -537,6 +537,10 @@ int nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg);
  * many events each time is not known). */
 uint64_t nfq_ct_lost(const struct nfq_ct *ct);
 
+/* Whether the last nfq_ct_recv stopped because nothing was left to read
+ * (not at its batch's end, nor at a socket error). */
+bool nfq_ct_drained(const struct nfq_ct *ct);
+
 /* Messages skipped unread: malformed, truncated, or not from the kernel. */
 uint64_t nfq_ct_damaged(const struct nfq_ct *ct);
 

@@ -114,6 +114,8 @@ tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $
 41005|allow|allowed_domain
 41005|deny|host_not_allowed" "a row for each, denied (the kept-alive one: its first request's, then the denial)"
 tb_assert_eq "$(tb_status queue.server_resets)" 5 "five resets sent to servers (sluice status)"
+tb_assert_eq "$(tb_status queue.server_reset_errors) $(tb_status queue.server_resets_enabled)" "0 True" \
+    "none failed, and status says resets are on"
 
 # the guard: a packet the gateway sends as a sandbox that belongs to no
 # established connection (no NAT would rewrite it) does not leave. Sent

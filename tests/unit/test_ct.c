@@ -658,6 +658,8 @@ drain(struct nfq_ct *ct, struct events *ev)
 		got = nfq_ct_recv(ct, collect_cb, ev);
 		assert_true(got >= 0);
 	} while (got > 0);
+	/* nothing was left: the socket was read dry */
+	assert_true(nfq_ct_drained(ct));
 	return ev->n - before;
 }
 

@@ -150,6 +150,18 @@ tb_assert_eq "$(ip netns exec "$TB_NETNS_GW" iptables -w 5 -L OUTPUT -v -n -x |
     awk '$3 == "DROP" && index($0, "ctstate ESTABLISHED") { print $1 }')" 2 \
     "the ruleset's guard dropped both"
 
+# audit mode lets a would-be denial through: nothing is refused, so no
+# server is reset
+cat > "$TB_DIR/audit.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}, "sluice": {"mode": "audit"}}
+EOF
+tb_check "sandbox add (audit)" tb_sandbox_add au "$TB_DIR/audit.json"
+tb_in au dig +short a.test >/dev/null
+r0=$(tb_status queue.server_resets)
+tb_assert_eq "$(tb_in au "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni b.test)" answered \
+    "audit mode: the hello for b.test answered"
+tb_assert_eq "$(tb_status queue.server_resets)" "$r0" "audit mode: no server reset"
+
 # an allowed connection is not reset by anything of this
 out=$(tb_in a curl -s --max-time 5 --cacert "$TB_CA" https://a.test/)
 tb_assert_eq "$out" "hello from a.test" "an allowed connection still works"

@@ -54,6 +54,13 @@ def recv(timeout):
         return seq, ack, fl, t[(off >> 4) * 4:]
     return None
 
+def tls_client(sni):
+    # a TLS client over memory buffers: its bytes go out by hand
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
+    return ctx.wrap_bio(bi, bo, server_hostname=sni), bi, bo
+
 def session(isn, sni, path, syns=1):
     for _ in range(syns):
         send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
@@ -62,10 +69,7 @@ def session(isn, sni, path, syns=1):
         return "no SYN-ACK %r" % (sa,)
     snd, rcv = isn + 1, sa[0] + 1
     send(tcp(snd, rcv, 0x10))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
-    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
-    so = ctx.wrap_bio(bi, bo, server_hostname=sni)
+    so, bi, bo = tls_client(sni)
     out, sent_req, body = b"", False, b""
     end = time.time() + 4
     while time.time() < end:
@@ -99,10 +103,7 @@ def session(isn, sni, path, syns=1):
     return body.decode("latin-1").replace("\r", "")[-80:]
 
 def hello_for(sni):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
-    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
-    so = ctx.wrap_bio(bi, bo, server_hostname=sni)
+    so, bi, bo = tls_client(sni)
     try: so.do_handshake()
     except ssl.SSLWantReadError: pass
     return bo.read()
@@ -145,11 +146,7 @@ elif len(sys.argv) > 5 and sys.argv[5] == "held":
     # segments of a ClientHello (held), then a second SYN on the same 5-tuple.
     import random as R
     n, segs = int(sys.argv[6]), int(sys.argv[7])
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); ctx.check_hostname=False; ctx.verify_mode=ssl.CERT_NONE
-    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO(); so = ctx.wrap_bio(bi, bo, server_hostname=sni1)
-    try: so.do_handshake()
-    except ssl.SSLWantReadError: pass
-    hello = bo.read(); print("hello len", len(hello))
+    hello = hello_for(sni1); print("hello len", len(hello))
     ok = 0
     for k in range(n):
         sport = R.randint(20000, 60000)

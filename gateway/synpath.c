@@ -69,10 +69,13 @@ learn(struct gw *gw, const struct nfq_packet *pkt, const struct nfq_tuple *t,
  * conntrack was done with: conntrack ends the old entry first, and that
  * end is waiting on the event socket before this SYN was queued, so the
  * ends are read now (each drops its 5-tuple's entry: gw_ct_read). One that
- * conntrack did not take as new (stale) is a retransmission only while
- * the handshake is: past it, the server may have dropped the connection
- * without conntrack seeing it go (a reset it judged out of window), and
- * this SYN opens a new one there. When sluiced cannot tell (no events,
+ * conntrack did not take as new (stale) is new if conntrack has the old
+ * connection reset or closed: the server has no socket left, and this SYN
+ * opens a new one there. (Not past that: a retransmission may wait in the
+ * queue while the handshake it belongs to completes, so an established
+ * connection says nothing; a server that dropped one without conntrack
+ * seeing it go makes a reuse that has no row of its own, to an address
+ * the policy allows anyway.) When sluiced cannot tell (no events,
  * some lost lately, a backlog it did not read dry, no answer), the SYN is
  * taken as new: a row too many rather than a connection without one. All
  * of it on this rare path only.
@@ -87,9 +90,8 @@ same_syn(struct gw *gw, const struct nfq_packet *pkt,
 		return NULL;
 	if ((pkt->mark & GW_MARK_MASK) == GW_MARK_STALE &&
 	    (nfq_ct_get(gw->ct, IPPROTO_TCP, t->saddr, t->sport, t->daddr,
-	    t->dport, &e) != 1 || (e.tcp_state != TCP_CONNTRACK_SYN_SENT &&
-	    e.tcp_state != TCP_CONNTRACK_SYN_RECV &&
-	    e.tcp_state != TCP_CONNTRACK_SYN_SENT2)))
+	    t->dport, &e) != 1 || e.tcp_state == TCP_CONNTRACK_CLOSE ||
+	    e.tcp_state == TCP_CONNTRACK_TIME_WAIT))
 		return NULL;
 	return nfq_flows_lookup(gw->flows, key, now);
 }

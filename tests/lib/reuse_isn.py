@@ -61,14 +61,22 @@ def tls_client(sni):
     bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
     return ctx.wrap_bio(bi, bo, server_hostname=sni), bi, bo
 
-def session(isn, sni, path, syns=1):
+def handshake(isn, syns=1):
+    # the SYN (sent syns times, each SYN-ACK but the last ignored), the
+    # ACK: (snd, rcv), or what went wrong
     for _ in range(syns):
         send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
         sa = recv(2)
     if sa is None or sa[2] & 0x12 != 0x12:
         return "no SYN-ACK %r" % (sa,)
-    snd, rcv = isn + 1, sa[0] + 1
-    send(tcp(snd, rcv, 0x10))
+    send(tcp(isn + 1, sa[0] + 1, 0x10))
+    return isn + 1, sa[0] + 1
+
+def session(isn, sni, path, syns=1):
+    hs = handshake(isn, syns)
+    if isinstance(hs, str):
+        return hs
+    snd, rcv = hs
     so, bi, bo = tls_client(sni)
     out, sent_req, body = b"", False, b""
     end = time.time() + 4
@@ -112,12 +120,10 @@ def hello_only(isn, sni):
     # SYN, handshake, a ClientHello; then what comes back within 2 s:
     # "server reset" (after its data, if any), "gateway reset" (nothing
     # from the server first), or what else
-    send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
-    sa = recv(2)
-    if sa is None or sa[2] & 0x12 != 0x12:
-        return "no SYN-ACK %r" % (sa,)
-    snd, rcv = isn + 1, sa[0] + 1
-    send(tcp(snd, rcv, 0x10))
+    hs = handshake(isn)
+    if isinstance(hs, str):
+        return hs
+    snd, rcv = hs
     h = hello_for(sni)
     send(tcp(snd, rcv, 0x18, data=h))
     got = b""

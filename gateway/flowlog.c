@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "gateway/gw.h"
 #include "gateway/verdict.h"
@@ -154,11 +153,9 @@ on_end(void *arg, const struct nfq_ct_end *e)
 bool
 gw_ct_read(struct gw *gw, bool all)
 {
-	struct timespec ts;
-	uint64_t lost;
-	int i;
-
+	uint64_t lost, now;
 	bool drained = false;
+	int i;
 
 	if (gw->ct == NULL)
 		return false;
@@ -166,13 +163,11 @@ gw_ct_read(struct gw *gw, bool all)
 		if (nfq_ct_recv(gw->ct, on_end, gw) == -1 ||
 		    (drained = nfq_ct_drained(gw->ct)))
 			break;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = gw_now_ms();
 	if ((lost = nfq_ct_lost(gw->ct)) != gw->ct_lost_seen) {
 		gw->ct_lost_seen = lost;
-		gw->ct_lost_ms = (uint64_t)ts.tv_sec * 1000 +
-		    (uint64_t)ts.tv_nsec / 1000000;
+		gw->ct_lost_ms = now;
 	}
 	return drained && (gw->ct_lost_ms == 0 ||
-	    (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 -
-	    gw->ct_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
+	    now - gw->ct_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
 }

@@ -37,7 +37,13 @@
 # SOAK_SECS (240), SOAK_SANDBOXES (4), SOAK_WARMUP_S (20),
 # SOAK_SAMPLE_S (10), SOAK_SETTLE_S (35: past the flow table's 30 s for
 # denials), SOAK_CONC (64 connections and 64 queries in flight per client),
-# SOAK_OUT, TB_KEEP=1 to keep the run's directory (and its database).
+# SOAK_OUT, TB_KEEP=1 to keep the run's directory (and its database),
+# SOAK_PCAP=1 to capture the headers of every packet to or from port
+# 7000 in the gateway's namespace, on every interface (gw.pcap: the
+# sandbox side and the uplink, before and after the NAT) and in the
+# internet's (inet.pcap), to tell who sent a reset; with TB_KEEP=1. The
+# TCP counters of the gateway's and the internet's namespaces (nstat) are
+# kept in any case (gw.nstat, inet.nstat).
 set -u
 . "$(dirname "$0")/../lib/testbed.sh"
 
@@ -168,6 +174,15 @@ ct_stats() {
 }
 read -r CT0_CLASH CT0_INVALID CT0_FAILED CT0_DROP CT0_EARLY <<< "$(ct_stats)"
 FLOW_ID0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+if [ "${SOAK_PCAP:-0}" = 1 ]; then
+	command -v tcpdump >/dev/null || { echo "soak: SOAK_PCAP needs tcpdump" >&2; exit 1; }
+	for ns in "$TB_NETNS_GW" "$TB_NETNS_INET"; do
+		_tb_bg "$ns" "tcpdump-$ns" "$TB_DIR/tcpdump.log" tcpdump -n -i any \
+		    -s 96 -B 16384 -w "$TB_DIR/${ns##*-}.pcap" \
+		    "tcp and port 7000"
+	done
+	sleep 1
+fi
 DNS_ID0=$(tb_sql "SELECT coalesce(max(id), 0) FROM dns_queries")
 LOAD_T0=$(date +%s)
 sample start
@@ -231,6 +246,9 @@ for i in $(seq "$SOAK_SANDBOXES"); do
 done
 read -r _ b <<< "$(udp_drops "$TB_NETNS_INET")"
 echo "$sb_drops $((b - UP_UDP_RCVBUF0))" >> "$TB_DIR/udp_drops"
+for ns in "$TB_NETNS_GW" "$TB_NETNS_INET"; do
+	ip netns exec "$ns" nstat -asz > "$TB_DIR/${ns##*-}.nstat" 2>/dev/null
+done
 read -r a b c d e <<< "$(ct_stats)"
 echo "$((a - CT0_CLASH)) $((b - CT0_INVALID)) $((c - CT0_FAILED)) $((d - CT0_DROP)) $((e - CT0_EARLY))" \
     > "$TB_DIR/ct_stats"

@@ -13,6 +13,11 @@
 # connection the inspect mark, so what follows is read, finds no flight
 # held, and is refused. Checked at the server: what each connection sent
 # it. Kernel-SYN set off and on.
+# Then the same with plain.test's address allowed by CIDR (no inspection)
+# and the second connection reusing the first one's ISN too: its SYN is
+# the same as the first one's, but the server reset that connection, so
+# it opens a new one, with a row of its own (sluiced asks conntrack,
+# which still has the old connection in CLOSE: synpath.c's same_syn).
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-stale-syn
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -80,4 +85,29 @@ allow|allowed_domain|-
 deny|no_inspection_state|-" "--kernel-syn $ks: rows: the first connection, the stale SYN, the refused hello"
 	tb_check "sluiced stops ($ks)" tb_sluiced_term
 done
+
+cat > "$TB_DIR/cidr.json" <<EOF
+{"sluice": {"allowedCidrs": ["$TB_ADDR_PLAIN:443"]}}
+EOF
+: > "$TB_DIR/srv.log"
+tb_sluiced_start || tb_fail "sluiced up (cidr)"
+tb_check "sandbox add (cidr)" tb_sandbox_add c "$TB_DIR/cidr.json"
+tb_in c iptables -A OUTPUT -p tcp --tcp-flags ALL RST -j DROP
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+out=$(tb_in c "$TB_PY" "$TB_LIB/reuse_isn.py" "$(tb_sandbox_field c addr)" \
+    "$TB_ADDR_PLAIN" plain.test evil.test stale-same 0.3)
+echo "$out"
+tb_assert_match "$(printf '%s\n' "$out" | sed -n 1p)" "^conn1: server reset after b'ok'" \
+    "CIDR: the first connection answered, then the server's reset"
+tb_assert_match "$(printf '%s\n' "$out" | sed -n 2p)" "^conn2: server reset after b'ok'" \
+    "CIDR: the second (same port, same ISN) answered too"
+sleep 1
+tb_assert_eq "$(cat "$TB_DIR/srv.log" | "$TB_PY" -c '
+import json, sys
+print(" ".join("%s:%s" % (r["plain"], r["evil"]) for r in map(json.loads, sys.stdin)))')" \
+    "True:False False:True" "CIDR: the server had two connections"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 2 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, count(DISTINCT src_port), count(*) FROM flows WHERE id > $id0 GROUP BY verdict, reason")" \
+    "allow|allowed_cidr|1|2" "CIDR: a row for each connection (one source port, one ISN, two rows)"
+tb_check "sluiced stops (cidr)" tb_sluiced_term
 tb_done

@@ -12,6 +12,8 @@
 # reuse_isn.py SRC DST SNI1 SNI2 stale GAP: SNI1's hello alone to a server
 # that answers and resets the connection (no FIN), then, GAP seconds
 # later, SNI2's hello from the same port with a new ISN.
+# reuse_isn.py SRC DST SNI1 SNI2 stale-same GAP: the same, the second
+# connection with the first one's ISN.
 # reuse_isn.py SRC DST SNI1 - resyn: one connection whose SYN is sent
 # twice, the first SYN-ACK left unanswered (a retransmitted SYN).
 import random, socket, ssl, struct, sys, time, select
@@ -137,12 +139,16 @@ def hello_only(isn, sni):
             return ("server reset after %r" % got) if got else "reset"
     return "nothing but %r" % got
 
-if len(sys.argv) > 5 and sys.argv[5] == "stale":
+if len(sys.argv) > 5 and sys.argv[5] in ("stale", "stale-same"):
     # SNI1's hello to a server that answers and resets (no FIN); GAP
-    # seconds later a new connection from the same port, SNI2's hello
-    print("conn1:", hello_only(random.randint(0, 2**31), sni1))
+    # seconds later a new connection from the same port, SNI2's hello,
+    # with a new ISN or the same one
+    isn = random.randint(0, 2**31)
+    print("conn1:", hello_only(isn, sni1))
     time.sleep(float(sys.argv[6]))
-    print("conn2:", hello_only(random.randint(0, 2**31), sni2))
+    if sys.argv[5] == "stale":
+        isn = random.randint(0, 2**31)
+    print("conn2:", hello_only(isn, sni2))
 elif len(sys.argv) > 5 and sys.argv[5] == "resyn":
     # one connection whose SYN is sent twice (the first SYN-ACK ignored):
     # a retransmission, as a client whose SYN-ACK was lost makes

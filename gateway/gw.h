@@ -247,6 +247,8 @@ struct gw {
 	struct nfq_nflog	*nflog;		/* copies of the SYNs it lets */
 	uint64_t		 fastsyn_copies;	/* SYNs it let through */
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
+	uint64_t		 nflog_lost_seen;	/* overruns last read */
+	uint64_t		 nflog_lost_ms;	/* when they last grew (0: never) */
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */
@@ -399,12 +401,16 @@ bool gw_ct_read(struct gw *gw, bool all);
  * verdict) or a SYN the kernel accepted (pkt->copy, none); and the
  * kernel-SYN set: opened after the ruleset in the gateway namespace,
  * emptied when a policy changes or a sandbox goes, its copies read before
- * the queue and whenever a first flight finds no hold.
+ * the queue and whenever a first flight finds no hold. gw_fastsyn_drain
+ * reads them all: true when the socket was read dry and no copy was lost
+ * lately (within 2 × GW_FLOW_ALLOW_TTL_MS), so that every SYN the set let
+ * through up to now has been decided.
  */
 int gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
 void gw_fastsyn_open(struct gw *gw);
 void gw_fastsyn_read(struct gw *gw);
+bool gw_fastsyn_drain(struct gw *gw);
 void gw_fastsyn_forget(struct gw *gw);
 void gw_fastsyn_close(struct gw *gw);
 

@@ -1226,6 +1226,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	struct gw_sandbox *sb = gw_sandbox_by_ifindex(gw, pkt->indev);
 	struct nfq_flow_key key;
 	struct hold *h;
+	bool copies_read = true;
 
 	if (sb == NULL && (pkt->mark & GW_MARK_MASK) == GW_MARK_VERIFY) {
 		verify_reply(gw, pkt, t, now);
@@ -1243,9 +1244,20 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		h = hold_find(gw->holds, &key);
 	}
 	if (h == NULL && gw->nflog != NULL) {
-		/* a SYN the kernel accepted: its copy was in the socket
-		 * before the SYN left, so it is there to read now */
-		gw_fastsyn_read(gw);
+		/*
+		 * A SYN the kernel accepted: its copy was in the socket
+		 * before the SYN left, so it is there to read now — if every
+		 * copy is read. One batch is not enough: a sandbox that
+		 * floods the set with SYNs first puts its new connection's
+		 * copy behind them, and its first flight would meet the flow
+		 * table's entry for the old connection on that 5-tuple (found
+		 * by review, 2026-11-30). A packet with bytes the server can
+		 * take needs its SYN-ACK, so its SYN had passed, copied: when
+		 * the socket is read dry and no copy was lost, a new
+		 * connection's SYN has been decided, and has removed that
+		 * entry. When not, the entry is not trusted.
+		 */
+		copies_read = gw_fastsyn_drain(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h == NULL) {
@@ -1255,8 +1267,8 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * a denial of a SYN the kernel-SYN set let through (its copy
 		 * was decided otherwise): the connection is refused at its
 		 * first byte, and the copy's row is its only one */
-		if (fl != NULL && fl->flight && (t->proto != IPPROTO_TCP ||
-		    (t->tcp_flags & TH_SYN) ||
+		if (fl != NULL && fl->flight && (!copies_read ||
+		    t->proto != IPPROTO_TCP || (t->tcp_flags & TH_SYN) ||
 		    t->tcp_seq - fl->tag >= 0x80000000u))
 			fl = NULL;	/* not behind the decided flight */
 		if (fl != NULL) {

@@ -340,6 +340,38 @@ gw_fastsyn_read(struct gw *gw)
 		log_warn("kernel SYNs: receive");
 }
 
+/* Bounds a drain: 400 reads of up to 64 copies, more than the socket's
+ * 4 MiB holds. */
+#define FASTSYN_DRAIN_READS	400
+
+bool
+gw_fastsyn_drain(struct gw *gw)
+{
+	struct nfq_nflog_stats st;
+	uint64_t now;
+	bool dry = false;
+	int i;
+
+	if (gw->nflog == NULL)
+		return true;
+	for (i = 0; i < FASTSYN_DRAIN_READS; i++) {
+		if (nfq_nflog_recv(gw->nflog, on_copy, gw) == -1) {
+			log_warn("kernel SYNs: receive");
+			break;
+		}
+		if ((dry = nfq_nflog_drained(gw->nflog)))
+			break;
+	}
+	nfq_nflog_stats(gw->nflog, &st);
+	now = gw_now_ms();
+	if (st.overruns != gw->nflog_lost_seen) {
+		gw->nflog_lost_seen = st.overruns;
+		gw->nflog_lost_ms = now;
+	}
+	return dry && (gw->nflog_lost_ms == 0 ||
+	    now - gw->nflog_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
+}
+
 void
 gw_fastsyn_forget(struct gw *gw)
 {

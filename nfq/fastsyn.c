@@ -302,6 +302,7 @@ struct nfq_nflog {
 	nfq_packet_cb		 cb;
 	void			*cb_arg;
 	int			 handled;
+	bool			 dry;	/* the last read ended on EAGAIN */
 	struct nfq_nflog_stats	 stats;
 	alignas(struct nlmsghdr) char buf[64 * 1024];
 };
@@ -439,12 +440,15 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 	l->cb = cb;
 	l->cb_arg = arg;
 	l->handled = 0;
+	l->dry = false;
 	for (i = 0; i < NFLOG_RECV_BATCH; i++) {
 		n = recv(mnl_socket_get_fd(l->nl), l->buf, sizeof(l->buf),
 		    MSG_DONTWAIT);
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				l->dry = true;
 				break;
+			}
 			if (errno == EINTR)
 				continue;
 			/* copies the kernel could not queue to us: those
@@ -463,6 +467,12 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 	}
 	l->cb = NULL;
 	return l->handled;
+}
+
+bool
+nfq_nflog_drained(const struct nfq_nflog *l)
+{
+	return l->dry;
 }
 
 void

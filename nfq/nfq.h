@@ -684,6 +684,9 @@ int nfq_nflog_fd(const struct nfq_nflog *l);
  * Returns the number of copies, or -1 with errno on a socket error.
  */
 int nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg);
+/* True when the last nfq_nflog_recv read the socket dry (it ended on
+ * EAGAIN, not at its bound or on an error). */
+bool nfq_nflog_drained(const struct nfq_nflog *l);
 void nfq_nflog_stats(const struct nfq_nflog *l, struct nfq_nflog_stats *st);
 void nfq_nflog_close(struct nfq_nflog *l);	/* NULL-safe */
 

@@ -16,7 +16,15 @@
 # connection with the first one's ISN.
 # reuse_isn.py SRC DST SNI1 - resyn: one connection whose SYN is sent
 # twice, the first SYN-ACK left unanswered (a retransmitted SYN).
-import random, socket, ssl, struct, sys, time, select
+# reuse_isn.py SRC DST SNI1 SNI2 backlog PID N: SNI1's hello, answered
+# (and so proven); then, with process PID (sluiced) stopped: that
+# connection reset at its exact sequence number, N bare SYNs from other
+# ports, and a new connection from the first one's port (ISN 5000 later)
+# whose SYN and handshake pass in the kernel (the kernel-SYN set) and
+# whose first flight, SNI2's hello and a GET, waits in the queue behind N
+# copies; PID is let go as soon as the hello is sent. Prints what the
+# second connection got back.
+import os, random, signal, socket, ssl, struct, sys, time, select
 src, dst, sni1, sni2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 dport = 443
 sport = random.randint(20000, 60000)
@@ -74,8 +82,11 @@ def handshake(isn, syns=1):
     send(tcp(isn + 1, sa[0] + 1, 0x10))
     return isn + 1, sa[0] + 1
 
-def session(isn, sni, path, syns=1):
-    hs = handshake(isn, syns)
+def session(isn, sni, path, syns=1, hs=None, on_sent=None):
+    # hs: a handshake made already; on_sent: called once the first
+    # bytes are out
+    if hs is None:
+        hs = handshake(isn, syns)
     if isinstance(hs, str):
         return hs
     snd, rcv = hs
@@ -98,6 +109,8 @@ def session(isn, sni, path, syns=1):
         d = bo.read()
         if d:
             send(tcp(snd, rcv, 0x18, data=d)); snd += len(d)
+            if on_sent is not None:
+                on_sent(); on_sent = None
         r = recv(0.3)
         if r is None: continue
         seq, ack, fl, data = r
@@ -149,6 +162,35 @@ if len(sys.argv) > 5 and sys.argv[5] in ("stale", "stale-same"):
     if sys.argv[5] == "stale":
         isn = random.randint(0, 2**31)
     print("conn2:", hello_only(isn, sni2))
+elif len(sys.argv) > 5 and sys.argv[5] == "backlog":
+    pid, n = int(sys.argv[6]), int(sys.argv[7])
+    isn = random.randint(0, 2**30)
+    hs = handshake(isn)
+    if isinstance(hs, str):
+        print("conn1:", hs); sys.exit(1)
+    snd, rcv = hs
+    h = hello_for(sni1)
+    send(tcp(snd, rcv, 0x18, data=h)); snd += len(h)
+    got, end = b"", time.time() + 1
+    while time.time() < end and len(got) < 100:
+        r = recv(0.2)
+        if r is None: continue
+        if r[3] and r[0] == rcv:
+            got += r[3]; rcv += len(r[3])
+    print("conn1: %d bytes back, port %d" % (len(got), sport))
+    time.sleep(0.1)     # the proof read: the flow table's entry lives 2 s
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        send(tcp(snd, rcv, 0x14))   # conn1 aborted: conntrack may reopen
+        port1 = sport
+        for k in range(n):
+            sport = 1024 + (port1 + 1 + k) % 60000
+            send(tcp(random.randint(0, 2**32 - 1), 0, 0x02))
+        sport = port1
+        print("conn2:", repr(session(0, sni2, "/second", hs=handshake(isn + 5000),
+                                     on_sent=lambda: os.kill(pid, signal.SIGCONT))))
+    finally:
+        os.kill(pid, signal.SIGCONT)
 elif len(sys.argv) > 5 and sys.argv[5] == "resyn":
     # one connection whose SYN is sent twice (the first SYN-ACK ignored):
     # a retransmission, as a client whose SYN-ACK was lost makes

@@ -54,6 +54,15 @@ EOF
 _tb_record $! stale-server
 sleep 0.5
 
+# served: what each connection the server took brought, in order:
+# "plain.test's hello?:evil.test's hello?" ...
+served() {
+	"$TB_PY" -c '
+import json, sys
+print(" ".join("%s:%s" % (r["plain"], r["evil"]) for r in map(json.loads, open(sys.argv[1]))))' \
+	    "$TB_DIR/srv.log"
+}
+
 cat > "$TB_DIR/policy.json" <<EOF
 {"network": {"allowedDomains": ["plain.test"]}}
 EOF
@@ -74,10 +83,7 @@ for ks in off on; do
 	tb_assert_eq "$(printf '%s\n' "$out" | sed -n 2p)" "conn2: reset" \
 	    "--kernel-syn $ks: the next connection from that port, evil.test's hello: reset by the gateway"
 	sleep 2
-	tb_assert_eq "$(cat "$TB_DIR/srv.log" | "$TB_PY" -c '
-import json, sys
-print(" ".join("%s:%s" % (r["plain"], r["evil"]) for r in map(json.loads, sys.stdin)))')" \
-	    "True:False False:False" "--kernel-syn $ks: the server got plain.test's hello, and not one byte of evil.test's"
+	tb_assert_eq "$(served)" "True:False False:False" "--kernel-syn $ks: the server got plain.test's hello, and not one byte of evil.test's"
 	tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND verdict = 'deny'" 1 >/dev/null
 	tb_assert_eq "$(tb_sql "SELECT verdict, reason, ifnull(sni, '-') FROM flows WHERE id > $id0 ORDER BY id")" \
 "allow|allowed_domain|plain.test
@@ -102,10 +108,7 @@ tb_assert_match "$(printf '%s\n' "$out" | sed -n 1p)" "^conn1: server reset afte
 tb_assert_match "$(printf '%s\n' "$out" | sed -n 2p)" "^conn2: server reset after b'ok'" \
     "CIDR: the second (same port, same ISN) answered too"
 sleep 1
-tb_assert_eq "$(cat "$TB_DIR/srv.log" | "$TB_PY" -c '
-import json, sys
-print(" ".join("%s:%s" % (r["plain"], r["evil"]) for r in map(json.loads, sys.stdin)))')" \
-    "True:False False:True" "CIDR: the server had two connections"
+tb_assert_eq "$(served)" "True:False False:True" "CIDR: the server had two connections"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 2 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason, count(DISTINCT src_port), count(*) FROM flows WHERE id > $id0 GROUP BY verdict, reason")" \
     "allow|allowed_cidr|1|2" "CIDR: a row for each connection (one source port, one ISN, two rows)"

@@ -15,7 +15,12 @@
  * soakload sink -o FILE ADDR:PORT ...
  *     Accepts on every ADDR:PORT, answers "ok\n" to the first bytes, and
  *     rewrites FILE (JSON) every second: connections per port and how many
- *     brought "soak-deny" bytes. Runs until SIGTERM or SIGINT.
+ *     brought "soak-deny" bytes. Runs until SIGTERM or SIGINT. Its
+ *     listeners defer the accept to the first bytes (TCP_DEFER_ACCEPT), so
+ *     that only the request, not the handshake's ACK handled at the same
+ *     time on the other CPU, turns the half-open connection into a full
+ *     one: without it the sink's kernel sent resets of its own, to
+ *     segments of connections it no longer found (README, soak).
  *
  * conn and dns start at most RATE attempts a second, at most CONC at once,
  * stop after COUNT or at DEADLINE_S, and print one JSON object on stdout.
@@ -26,6 +31,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -681,7 +687,7 @@ run_sink(const char *path, int argc, char **argv)
 	struct epoll_event ev, evs[256];
 	sigset_t sigs;
 	uint64_t last = 0;
-	int ep, sfd, nls = 0, i, n, one = 1;
+	int ep, sfd, nls = 0, i, n, one = 1, defer = 5;
 	bool running = true;
 
 	if (argc == 0 || argc > LISTEN_MAX || path == NULL)
@@ -708,6 +714,8 @@ run_sink(const char *path, int argc, char **argv)
 		l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (l->fd == -1 ||
 		    setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+		    setsockopt(l->fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer,
+		    sizeof(defer)) == -1 ||
 		    bind(l->fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
 		    listen(l->fd, 4096) == -1) {
 			fprintf(stderr, "soakload: listen %s: %s\n", argv[i],

@@ -54,6 +54,9 @@ struct hold {
 	uint32_t		 sent_end;	/* the sequence number after the
 						 * last byte let out (the stream's
 						 * start until one is) */
+	uint32_t		 server_ack;	/* the highest the server has
+						 * acknowledged, as seen */
+	bool			 server_acked;	/* ... once it has */
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
 	 * the server has not acknowledged yet */
 	struct nfq_kept		 kept;
@@ -395,12 +398,31 @@ reset_to(struct gw *gw, const struct nfq_flow_key *k, const uint32_t *seqs,
 	return sent;
 }
 
+/*
+ * The server is reset where it may be in the stream: at the end of what
+ * was let out, where it is if all of that reached it; at what it last
+ * acknowledged, where it is if a segment of it was lost on the way (and
+ * nothing came after); at the end of the handshake, if nothing was let
+ * out or nothing arrived. Only a reset at the sequence number it expects
+ * next resets it; one elsewhere in its window draws a challenge ACK, and
+ * once it is reset the others meet no connection.
+ */
 static void
 reset_server(struct gw *gw, const struct hold *h)
 {
-	uint32_t seqs[2] = { h->sent_end, h->reasm->base };
+	uint32_t seqs[3], cand[3] = { h->sent_end, h->server_ack,
+	    h->reasm->base };
+	size_t i, j, n = 0;
 
-	(void)reset_to(gw, &h->key, seqs, seqs[0] == seqs[1] ? 1 : 2);
+	for (i = 0; i < 3; i++) {
+		if (i == 1 && !h->server_acked)
+			continue;
+		for (j = 0; j < n && seqs[j] != cand[i]; j++)
+			;
+		if (j == n)
+			seqs[n++] = cand[i];
+	}
+	(void)reset_to(gw, &h->key, seqs, n);
 }
 
 /*
@@ -1126,6 +1148,11 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		return;
 	}
 	h->last_ms = now;
+	if ((t->tcp_flags & TH_ACK) && (!h->server_acked ||
+	    (int32_t)(t->tcp_ack - h->server_ack) > 0)) {
+		h->server_ack = t->tcp_ack;
+		h->server_acked = true;
+	}
 	if (h->kind == HOLD_TLS) {
 		if (h->verifying && (t->tcp_flags & TH_ACK) &&
 		    (int32_t)(t->tcp_ack - h->sent_end) >= 0) {

@@ -32,6 +32,10 @@ server_sockets() {
 #   stall: 20 bytes of a hello for a.test, then nothing for 5 s
 #   keep:  HTTP, kept alive: a GET and a POST with a body for a.test,
 #          each answered, then a GET for b.test; prints what each got
+#   partial: a whole hello for a.test in two segments, 60 bytes and the
+#          rest (the caller has the server's namespace drop the second),
+#          then 12 s for an answer (reset, if a retransmission of the
+#          second segment meets the denial in time)
 client() {
 	tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$@" <<'EOF'
 import socket, ssl, struct, sys, time
@@ -81,6 +85,11 @@ elif what == "keep":
     out.append(answer(s))
     out.append(fate(s, hello))
     print(" ".join(out))
+elif what == "partial":
+    s.settimeout(12)
+    s.sendall(hello[:60])
+    time.sleep(0.2)
+    print(fate(s, hello[60:]))
 elif what == "abort":
     s.sendall(hello[:20])
     time.sleep(0.3)
@@ -99,21 +108,34 @@ tb_assert_eq "$(client 443 41003 abort)" aborted "half a hello, then the client'
 tb_assert_eq "$(client 443 41004 stall)" reset "half a hello, then nothing: reset when the hold times out"
 out=$(client 80 41005 keep)
 tb_assert_match "$out" "^200 [0-9]{3} reset$" "HTTP kept alive: a.test twice (a GET, a POST with a body), then b.test: reset"
+# a segment lost on the way: the server has the hello's first 60 bytes
+# only, acknowledges them, and never the rest, so the proof never comes
+# (GW_VERIFY_MS, 10 s). The reset must be at what it acknowledged: the end
+# of what was let out is ahead of it, the end of the handshake behind
+ip netns exec "$TB_NETNS_INET" iptables -I INPUT -p tcp --sport 41006 --dport 443 \
+    -m length --length 200:65535 -j DROP
+tb_assert_match "$(client 443 41006 partial)" "^(reset|timeout)$" \
+    "a hello for a.test whose second segment the server never gets: not answered"
+ip netns exec "$TB_NETNS_INET" iptables -D INPUT -p tcp --sport 41006 --dport 443 \
+    -m length --length 200:65535 -j DROP
 sleep 0.5
+tb_assert_eq "$(server_sockets 443 41006)" 0 "the server holds nothing of the connection it got half a hello of"
 tb_assert_eq "$(server_sockets 80 41005)" 0 "the server holds nothing of the kept-alive connection refused at its third request"
 tb_assert_eq "$(server_sockets 443 41001)" 0 "the server holds nothing of the denied TLS connection"
 tb_assert_eq "$(server_sockets 80 41002)" 0 "the server holds nothing of the denied HTTP connection"
 tb_assert_eq "$(server_sockets 443 41003)" 0 "the server holds nothing of the aborted connection"
 tb_assert_eq "$(server_sockets 443 41004)" 0 "the server holds nothing of the stalled connection"
-tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 6 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 8 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY src_port, id")" \
 "41001|deny|sni_not_allowed
 41002|deny|host_not_allowed
 41003|deny|hold_timeout
 41004|deny|hold_timeout
 41005|allow|allowed_domain
-41005|deny|host_not_allowed" "a row for each, denied (the kept-alive one: its first request's, then the denial)"
-tb_assert_eq "$(tb_status queue.server_resets)" 5 "five resets sent to servers (sluice status)"
+41005|deny|host_not_allowed
+41006|allow|allowed_domain
+41006|deny|hold_timeout" "a row for each, denied (the kept-alive one and the half-received one: their first flight's, then the denial)"
+tb_assert_eq "$(tb_status queue.server_resets)" 6 "six resets sent to servers (sluice status)"
 tb_assert_eq "$(tb_status queue.server_reset_errors) $(tb_status queue.server_resets_enabled)" "0 True" \
     "none failed, and status says resets are on"
 

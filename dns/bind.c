@@ -11,7 +11,7 @@
  * every name bound to one (sandbox, addr) sits in one chain, and two
  * binary min-heaps on expiry over the same entries: one over all of them
  * (the candidate for reclaiming at the total bound) and one per sandbox
- * (the candidate at that sandbox's bound). Either candidate is the heap's
+ * (the candidate at that sandbox's bounds). Either candidate is the heap's
  * top, and freeing it costs O(log n).
  *
  * Per-sandbox state is a record found through a second hash on the
@@ -33,8 +33,32 @@
  * answer into refused connections. At a bound only expired entries are
  * reclaimed; when none is, the new binding is refused and the caller
  * leaves the address out of its answer. So an add of a new binding fails
- * with ENOSPC exactly when the sandbox already holds max_per_sandbox live
- * bindings or the table holds max_total live ones.
+ * with ENOSPC when, in live bindings (exactly, but for the one case
+ * below),
+ *
+ *   - the sandbox already holds per_addr names for that address: every
+ *     new flow to the address walks its chain and checks each name there
+ *     against the policy until one allows the flow, so this bounds the
+ *     work of one decision (and of one lookup here). The count is taken
+ *     in the walk that looks for the name anyway;
+ *   - or the sandbox already holds per_sandbox;
+ *   - or only the last quarter of the table is free and the sandbox
+ *     already holds light or more: that quarter is kept for sandboxes
+ *     that hold little (as the hold table's is, gateway/limits.c), so
+ *     that a few sandboxes filling their own bounds together cannot take
+ *     every entry;
+ *   - or the table holds total.
+ *
+ * To tell live entries from dead ones at the bounds: at per_sandbox and
+ * total the soonest entry (of the sandbox, of all) is reclaimed if it is
+ * dead, and the new binding takes its place. In the last quarter, the
+ * sandbox's own dead entries go until it holds fewer than light, and if it
+ * still holds light, anyone's until the table is out of the quarter; but
+ * no more than BIND_RECLAIM_QUARTER in one add. That is the one case: just
+ * after a mass expiry, a sandbox holding light or more may be refused
+ * while dead entries still fill the quarter; each of its adds frees 256
+ * more (and every add two), so in a table of 65,536 that ends within 64
+ * of its adds.
  */
 
 #define BIND_NIL		UINT32_MAX
@@ -44,6 +68,11 @@
  * entries cannot pile up in the chains between bounds. The unit test's
  * reference model mirrors this number. */
 #define BIND_RECLAIM_PER_ADD	2
+/* How many expired entries an add in the last quarter may free to tell
+ * live entries from dead ones: about 0.15 ms. Without a bound, the first
+ * add there after most of a full table expired freed 16,384 at once
+ * (6 ms). The unit test's reference model mirrors this number too. */
+#define BIND_RECLAIM_QUARTER	256
 #define BIND_HEAP_MIN		8
 
 enum { HEAP_ALL, HEAP_SANDBOX };
@@ -82,6 +111,8 @@ struct dns_bindings {
 	uint32_t		 bucket_mask;	/* both bucket arrays */
 	uint32_t		 capacity;
 	uint32_t		 per_sandbox;
+	uint32_t		 per_addr;	/* UINT32_MAX: no bound */
+	uint32_t		 light;		/* UINT32_MAX: no quarter kept */
 	uint32_t		 free_head;	/* freed entries */
 	uint32_t		 fresh;		/* never used from here on */
 	uint32_t		 rec_free;
@@ -252,7 +283,7 @@ rec_lookup(const struct dns_bindings *b, uint32_t sandbox)
 /*
  * The pool never runs dry: records in use are at most entries in use, and
  * a record is only taken for an entry about to be taken while fewer than
- * max_total are in use.
+ * total are in use.
  */
 static uint32_t
 rec_new(struct dns_bindings *b, uint32_t sandbox)
@@ -295,23 +326,32 @@ ascii_lower(char c)
 	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
 }
 
+/* The entry of (sandbox, addr, name), live or not, or NIL; then *live is
+ * how many live entries (sandbox, addr) has (only then: the walk stops at
+ * the name). */
 static uint32_t
 binding_find(const struct dns_bindings *b, uint32_t bucket, uint32_t sandbox,
-    uint32_t addr, const char *name, size_t len)
+    uint32_t addr, const char *name, size_t len, uint64_t now_ms,
+    uint32_t *live)
 {
 	const struct binding *e;
 	uint32_t idx;
 	size_t i;
 
+	*live = 0;
 	for (idx = b->buckets[bucket]; idx != BIND_NIL; idx = e->next) {
 		e = &b->entries[idx];
-		if (e->sandbox != sandbox || e->addr != addr ||
-		    e->namelen != len)
+		if (e->sandbox != sandbox || e->addr != addr)
 			continue;
-		for (i = 0; i < len && ascii_lower(name[i]) == e->name[i]; i++)
-			;
-		if (i == len)
-			return idx;
+		if (e->namelen == len) {
+			for (i = 0; i < len &&
+			    ascii_lower(name[i]) == e->name[i]; i++)
+				;
+			if (i == len)
+				return idx;
+		}
+		if (e->expires_ms > now_ms)
+			(*live)++;
 	}
 	return BIND_NIL;
 }
@@ -353,14 +393,27 @@ reclaim_top(struct dns_bindings *b, const struct heap *h, uint64_t now_ms)
 
 /* ---- the interface ------------------------------------------------------- */
 
+/* Whether only the last quarter of the table is free, or less. */
+static bool
+in_last_quarter(const struct dns_bindings *b)
+{
+	return b->capacity - b->all.n <= b->capacity / 4;
+}
+
+static uint32_t
+bound32(size_t v)
+{
+	return v < UINT32_MAX ? (uint32_t)v : UINT32_MAX;
+}
+
 struct dns_bindings *
-dns_bindings_new(size_t max_total, size_t max_per_sandbox)
+dns_bindings_new(const struct dns_bindings_bounds *bb)
 {
 	struct dns_bindings *b;
-	size_t nbuckets, i;
+	size_t max_total = bb->total, nbuckets, i;
 
 	if (max_total == 0 || max_total > BIND_MAX_CAPACITY ||
-	    max_per_sandbox == 0) {
+	    bb->per_sandbox == 0) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -381,8 +434,10 @@ dns_bindings_new(size_t max_total, size_t max_per_sandbox)
 	}
 	b->capacity = (uint32_t)max_total;
 	b->all.cap = (uint32_t)max_total;
-	b->per_sandbox = max_per_sandbox < max_total ?
-	    (uint32_t)max_per_sandbox : (uint32_t)max_total;
+	b->per_sandbox = bb->per_sandbox < max_total ?
+	    (uint32_t)bb->per_sandbox : (uint32_t)max_total;
+	b->per_addr = bb->per_addr == 0 ? UINT32_MAX : bound32(bb->per_addr);
+	b->light = bb->light == 0 ? UINT32_MAX : bound32(bb->light);
 	b->bucket_mask = (uint32_t)(nbuckets - 1);
 	for (i = 0; i < nbuckets; i++)
 		b->buckets[i] = b->rec_buckets[i] = BIND_NIL;
@@ -415,7 +470,8 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 {
 	struct binding *e;
 	struct sandbox_rec *r;
-	uint32_t bucket, idx, ri;
+	struct heap *h;
+	uint32_t bucket, idx, ri, live;
 	size_t len, i;
 	int n;
 
@@ -433,8 +489,8 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 		return 0;	/* dead on arrival: it would admit nothing */
 
 	bucket = binding_bucket(b, sandbox, addr);
-	if ((idx = binding_find(b, bucket, sandbox, addr, name, len)) !=
-	    BIND_NIL) {
+	if ((idx = binding_find(b, bucket, sandbox, addr, name, len, now_ms,
+	    &live)) != BIND_NIL) {
 		/* Possibly an expired entry not yet reclaimed: extending it
 		 * is the same as reclaiming it and adding anew. */
 		e = &b->entries[idx];
@@ -447,13 +503,31 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 		return 0;
 	}
 
+	if (live >= b->per_addr)
+		goto full;
 	ri = rec_lookup(b, sandbox);
-	if ((ri != BIND_NIL && b->recs[ri].heap.n >= b->per_sandbox &&
-	    !reclaim_top(b, &b->recs[ri].heap, now_ms)) ||
-	    (b->all.n >= b->capacity && !reclaim_top(b, &b->all, now_ms))) {
-		errno = ENOSPC;
-		return -1;
+	if (ri != BIND_NIL && b->recs[ri].heap.n >= b->per_sandbox &&
+	    !reclaim_top(b, &b->recs[ri].heap, now_ms))
+		goto full;
+	/* Reclaiming may have released the record with its last entry. */
+	if ((ri = rec_lookup(b, sandbox)) != BIND_NIL &&
+	    b->recs[ri].heap.n >= b->light && in_last_quarter(b)) {
+		h = &b->recs[ri].heap;
+		/* A record released with its last entry has h->n 0. */
+		for (n = 0; n < BIND_RECLAIM_QUARTER && h->n >= b->light &&
+		    reclaim_top(b, h, now_ms); n++)
+			;
+		if (h->n >= b->light) {
+			/* Is the quarter taken by live ones too? */
+			for (; n < BIND_RECLAIM_QUARTER && in_last_quarter(b) &&
+			    reclaim_top(b, &b->all, now_ms); n++)
+				;
+			if (in_last_quarter(b))
+				goto full;
+		}
 	}
+	if (b->all.n >= b->capacity && !reclaim_top(b, &b->all, now_ms))
+		goto full;
 	/* Reclaiming may have released the record with its last entry. */
 	if ((ri = rec_lookup(b, sandbox)) == BIND_NIL)
 		ri = rec_new(b, sandbox);
@@ -488,6 +562,9 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 	heap_push(b, &b->all, HEAP_ALL, idx);
 	heap_push(b, &r->heap, HEAP_SANDBOX, idx);
 	return 0;
+full:
+	errno = ENOSPC;
+	return -1;
 }
 
 bool

@@ -176,14 +176,30 @@ uint64_t dns_siphash_words(const struct dns_hash_key *k, const uint64_t *w,
  * A binding says: sandbox S resolved NAME and got ADDR, so until EXPIRES
  * a new flow from S to ADDR may be admitted as NAME. One address may be
  * bound to several names for one sandbox (virtual hosts, CDNs), and the
- * same address to several sandboxes independently. Bounded in total and
- * per sandbox; at a bound, expired entries are reclaimed first, and if
- * none is expired the new binding is refused (ENOSPC): the caller must
- * then leave the address out of the answer (fail closed).
+ * same address to several sandboxes independently. Bounded in total, per
+ * sandbox, and in names per (sandbox, address) (a new flow to an address
+ * checks each of its names against the policy, so this bounds the work of
+ * one decision); and once only the last quarter of the table is free, a
+ * sandbox holding light or more bindings gets no more (that quarter is
+ * kept for sandboxes that hold little, so that a few sandboxes filling
+ * their own bounds together cannot take the whole table). At a bound,
+ * expired entries are reclaimed first, and if none is expired the new
+ * binding is refused (ENOSPC): the caller must then leave the address out
+ * of the answer (fail closed).
  */
 struct dns_bindings;
 
-struct dns_bindings *dns_bindings_new(size_t max_total, size_t max_per_sandbox);
+struct dns_bindings_bounds {
+	size_t	total;		/* 1 .. 2^31 */
+	size_t	per_sandbox;	/* at least 1 */
+	size_t	per_addr;	/* names per (sandbox, address); 0: no bound
+				 * but per_sandbox */
+	size_t	light;		/* 0: no quarter kept */
+};
+
+/* Returns a new empty table, or NULL with errno EINVAL (a bound out of
+ * range) or ENOMEM. */
+struct dns_bindings *dns_bindings_new(const struct dns_bindings_bounds *bb);
 void dns_bindings_free(struct dns_bindings *b);	/* NULL-safe */
 
 /*

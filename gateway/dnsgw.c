@@ -225,6 +225,7 @@ static const struct dns_resolver_ops ops = {
 int
 gw_dns_open(struct gw *gw, char *err, size_t errlen)
 {
+	static const struct dns_bindings_bounds bounds = GW_BINDINGS_BOUNDS;
 	uint32_t up[DNS_UPSTREAM_MAX];
 	size_t i;
 
@@ -238,7 +239,7 @@ gw_dns_open(struct gw *gw, char *err, size_t errlen)
 		}
 		up[i] = a.s_addr;
 	}
-	gw->bindings = dns_bindings_new(GW_BINDINGS_MAX, GW_BINDINGS_PER_SANDBOX);
+	gw->bindings = dns_bindings_new(&bounds);
 	if (gw->bindings == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

@@ -1236,6 +1236,7 @@ not_ipv4:
 struct gw_replay *
 gw_replay_new(const struct gw_replay_opts *o, gw_replay_row_fn fn, void *arg)
 {
+	static const struct dns_bindings_bounds bounds = GW_BINDINGS_BOUNDS;
 	struct gw_replay *r;
 	uint32_t i;
 
@@ -1248,7 +1249,7 @@ gw_replay_new(const struct gw_replay_opts *o, gw_replay_row_fn fn, void *arg)
 	r->nbuckets = GW_REPLAY_CONNS_MAX * 2;
 	r->conns = calloc(GW_REPLAY_CONNS_MAX, sizeof(*r->conns));
 	r->buckets = malloc(r->nbuckets * sizeof(*r->buckets));
-	r->bindings = dns_bindings_new(GW_BINDINGS_MAX, GW_BINDINGS_PER_SANDBOX);
+	r->bindings = dns_bindings_new(&bounds);
 	r->verdicts = nfq_flows_new(GW_FLOWS_MAX);
 	if (r->conns == NULL || r->buckets == NULL || r->bindings == NULL ||
 	    r->verdicts == NULL) {

@@ -10,13 +10,36 @@
 #include <cmocka.h>
 
 #include "dns/dns.h"
+#include "gateway/gw.h"	/* the daemon's bounds */
 
 /* bind.c's BIND_RECLAIM_PER_ADD: how many expired entries every add frees
  * before its own work. The exact counts below depend on it. */
 #define RECLAIM_PER_ADD	2
+/* bind.c's BIND_RECLAIM_QUARTER: how many more an add in the last quarter
+ * may free. */
+#define RECLAIM_QUARTER	256
 
 #define ADDR_A	0xc6336407U	/* any byte order: the table does not care */
 #define ADDR_B	0xc6336408U
+
+/* A table with all four bounds; per_addr and light 0: not bounded. */
+static struct dns_bindings *
+bnew4(size_t total, size_t per_sandbox, size_t per_addr, size_t light)
+{
+	struct dns_bindings_bounds bb = {
+		.total = total, .per_sandbox = per_sandbox,
+		.per_addr = per_addr, .light = light,
+	};
+
+	return dns_bindings_new(&bb);
+}
+
+/* Bounded in total and per sandbox only. */
+static struct dns_bindings *
+bnew(size_t total, size_t per_sandbox)
+{
+	return bnew4(total, per_sandbox, 0, 0);
+}
 
 /* ---- collecting what find reports ---------------------------------------- */
 
@@ -118,11 +141,17 @@ test_new_bounds(void **state)
 
 	(void)state;
 	errno = 0;
-	assert_null(dns_bindings_new(0, 1));
+	assert_null(bnew(0, 1));
 	assert_int_equal(errno, EINVAL);
-	assert_null(dns_bindings_new(1, 0));
-	assert_null(dns_bindings_new(((size_t)1 << 31) + 1, 1));
-	b = dns_bindings_new(1, 1);
+	assert_null(bnew(1, 0));
+	assert_null(bnew(((size_t)1 << 31) + 1, 1));
+	/* Bounds past the table's size are no bounds. */
+	b = bnew4(1, SIZE_MAX, SIZE_MAX, SIZE_MAX);
+	assert_non_null(b);
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "a.example", 0, 10),
+	    0);
+	dns_bindings_free(b);
+	b = bnew(1, 1);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_count(b), 0);
 	assert_int_equal(dns_bindings_count_sandbox(b, 0), 0);
@@ -139,7 +168,7 @@ test_add_find_one(void **state)
 	struct seen *s = seen_new();
 
 	(void)state;
-	b = dns_bindings_new(16, 4);
+	b = bnew(16, 4);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "example.com", 1000,
 	    2000), 0);
@@ -177,7 +206,7 @@ test_several_names(void **state)
 	size_t i;
 
 	(void)state;
-	b = dns_bindings_new(16, 8);
+	b = bnew(16, 8);
 	assert_non_null(b);
 	for (i = 0; i < 4; i++)
 		assert_int_equal(dns_bindings_add(b, 3, ADDR_A, names[i], 0,
@@ -221,7 +250,7 @@ test_many_names_one_address(void **state)
 	unsigned i;
 
 	(void)state;
-	b = dns_bindings_new(1000, 600);
+	b = bnew(1000, 600);
 	assert_non_null(b);
 	for (i = 0; i < 600; i++) {
 		snprintf(name, sizeof(name), "h%u.cdn.example", i);
@@ -253,7 +282,7 @@ test_sandboxes_independent(void **state)
 	struct dns_bindings *b;
 
 	(void)state;
-	b = dns_bindings_new(16, 4);
+	b = bnew(16, 4);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "one.example", 0,
 	    1000), 0);
@@ -282,7 +311,7 @@ test_extension(void **state)
 	struct dns_bindings *b;
 
 	(void)state;
-	b = dns_bindings_new(16, 4);
+	b = bnew(16, 4);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "example.com", 0,
 	    5000), 0);
@@ -321,7 +350,7 @@ test_extension(void **state)
 	/* An expired binding not yet reclaimed (the add's own reclaim is
 	 * spent on two that expired sooner) is extended in place, not
 	 * added a second time. */
-	b = dns_bindings_new(16, 4);
+	b = bnew(16, 4);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 2, ADDR_A, "e1.example", 0, 50),
 	    0);
@@ -348,7 +377,7 @@ test_expiry_exact(void **state)
 	struct dns_bindings *b;
 
 	(void)state;
-	b = dns_bindings_new(16, 4);
+	b = bnew(16, 4);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "example.com", 1000,
 	    2000), 0);
@@ -385,7 +414,7 @@ test_sandbox_bound(void **state)
 	unsigned i;
 
 	(void)state;
-	b = dns_bindings_new(100, 3);
+	b = bnew(100, 3);
 	assert_non_null(b);
 	/* Sandboxes 2 and 4 hold the soonest-expiring entries, so that the
 	 * reclaim every add does (RECLAIM_PER_ADD, 2, of the soonest
@@ -460,7 +489,7 @@ test_sandbox_bound_after_extension(void **state)
 	(void)state;
 	/* Extending the sandbox's soonest entry makes another one the
 	 * soonest: the bound must reclaim that one. */
-	b = dns_bindings_new(16, 2);
+	b = bnew(16, 2);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 2, ADDR_B, "e1.example", 0, 10),
 	    0);
@@ -496,7 +525,7 @@ test_sandbox_bound_one(void **state)
 	(void)state;
 	/* One entry per sandbox: reclaiming at the bound releases the
 	 * sandbox's state, which the add then sets up again. */
-	b = dns_bindings_new(8, 1);
+	b = bnew(8, 1);
 	assert_non_null(b);
 	assert_int_equal(dns_bindings_add(b, 5, ADDR_A, "x.example", 0, 10),
 	    0);
@@ -518,7 +547,7 @@ test_total_bound(void **state)
 	unsigned i;
 
 	(void)state;
-	b = dns_bindings_new(4, 10);
+	b = bnew(4, 10);
 	assert_non_null(b);
 	for (i = 0; i < 4; i++) {
 		snprintf(name, sizeof(name), "n%u.example", i);
@@ -559,7 +588,7 @@ test_forget(void **state)
 	unsigned i;
 
 	(void)state;
-	b = dns_bindings_new(64, 20);
+	b = bnew(64, 20);
 	assert_non_null(b);
 	for (i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "n%u.example", i);
@@ -608,7 +637,7 @@ test_early_stop(void **state)
 	unsigned i;
 
 	(void)state;
-	b = dns_bindings_new(16, 8);
+	b = bnew(16, 8);
 	assert_non_null(b);
 	for (i = 0; i < 5; i++) {
 		snprintf(name, sizeof(name), "n%u.example", i);
@@ -634,7 +663,7 @@ test_name_too_long(void **state)
 	char name[DNS_NAME_MAX + 2];
 
 	(void)state;
-	b = dns_bindings_new(16, 8);
+	b = bnew(16, 8);
 	assert_non_null(b);
 	memset(name, 'a', DNS_NAME_MAX + 1);
 	name[DNS_NAME_MAX + 1] = '\0';
@@ -648,6 +677,218 @@ test_name_too_long(void **state)
 	assert_finds_one(b, 1, ADDR_A, 0, name);
 	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "", 0, 1000), 0);
 	assert_int_equal(dns_bindings_count(b), 2);
+	dns_bindings_free(b);
+}
+
+/* The daemon's names per (sandbox, address): the 257th live name of one
+ * address is refused; other addresses and sandboxes are not affected; a
+ * dead name makes room even before it is reclaimed. Before the bound, a
+ * sandbox could bind its whole 4,096 to one address, and a new flow to it
+ * checked all of them against the policy (250 us a decision). */
+static void
+test_addr_bound(void **state)
+{
+	struct dns_bindings *b;
+	struct seen *s = seen_new();
+	char name[32];
+	unsigned i;
+
+	(void)state;
+	assert_int_equal(GW_BINDINGS_PER_ADDR, 256);
+	b = bnew4(4096, 1024, GW_BINDINGS_PER_ADDR, 0);
+	assert_non_null(b);
+	/* The soonest to expire, so that the adds' own reclaim (two each)
+	 * is spent on these below. */
+	assert_int_equal(dns_bindings_add(b, 2, ADDR_B, "x.example", 0, 100),
+	    0);
+	assert_int_equal(dns_bindings_add(b, 2, ADDR_B, "y.example", 0, 101),
+	    0);
+	for (i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "h%u.cdn.example", i);
+		assert_int_equal(dns_bindings_add(b, 1, ADDR_A, name, 0,
+		    1000 + i), 0);
+	}
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "one.more.example",
+	    0, 5000), -1);
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 256);
+	assert_false(find_into(b, 1, ADDR_A, 0, s, 0));
+	assert_int_equal(s->n, 256);
+	/* Extending a bound name needs no room. */
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "H5.cdn.example", 0,
+	    6000), 0);
+	/* Another address, another sandbox: room. */
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_B, "one.more.example",
+	    0, 5000), 0);
+	assert_int_equal(dns_bindings_add(b, 3, ADDR_A, "one.more.example",
+	    0, 5000), 0);
+
+	/* 1000: h0 is dead. The add reclaims sandbox 2's two, which expired
+	 * sooner, so h0 is still in the chain, but not counted. */
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "one.more.example",
+	    1000, 5000), 0);
+	assert_int_equal(dns_bindings_count_sandbox(b, 2), 0);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 258);
+	assert_false(find_into(b, 1, ADDR_A, 1000, s, 0));
+	assert_int_equal(s->n, 256);
+	/* 256 live again: refused (this add reclaims h0 only; h1 lives to
+	 * 1001). */
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "two.more.example",
+	    1000, 5000), -1);
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 257);
+	/* Gone: room again for as many. */
+	dns_bindings_forget(b, 1);
+	for (i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "g%u.cdn.example", i);
+		assert_int_equal(dns_bindings_add(b, 1, ADDR_A, name, 1000,
+		    9000), 0);
+	}
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "two.more.example",
+	    1000, 5000), -1);
+	dns_bindings_free(b);
+	free(s);
+}
+
+/* Adds count bindings of sandbox, one name each on its own address. */
+static void
+add_many(struct dns_bindings *b, uint32_t sandbox, unsigned count,
+    uint64_t now, uint64_t expires)
+{
+	char name[32];
+	unsigned i;
+
+	for (i = 0; i < count; i++) {
+		snprintf(name, sizeof(name), "n%u.example", i);
+		assert_int_equal(dns_bindings_add(b, sandbox, 0x0a000000U + i,
+		    name, now, expires), 0);
+	}
+}
+
+/* The daemon's table: once only its last quarter is free, a sandbox
+ * holding 256 or more gets no more, and one holding fewer still does.
+ * Before, 16 sandboxes at their 4,096 took every entry for 10 minutes. */
+static void
+test_last_quarter(void **state)
+{
+	static const struct dns_bindings_bounds bounds = GW_BINDINGS_BOUNDS;
+	struct dns_bindings *b;
+	uint32_t sb;
+
+	(void)state;
+	assert_int_equal(GW_BINDINGS_MAX, 65536);
+	assert_int_equal(GW_BINDINGS_LIGHT, 256);
+	b = dns_bindings_new(&bounds);
+	assert_non_null(b);
+	/* 20 and 21 hold 256 and 255; the big ones fill up to one short of
+	 * three quarters (49,152). Sandbox 1's expire first. */
+	add_many(b, 20, 256, 0, 100000);
+	add_many(b, 21, 255, 0, 100000);
+	add_many(b, 1, 4096, 0, 500);
+	for (sb = 2; sb <= 11; sb++)
+		add_many(b, sb, 4096, 0, 100000);
+	add_many(b, 12, 3584, 0, 100000);
+	assert_int_equal(dns_bindings_count(b), 49151);
+
+	/* A big one under its own bound, before the last quarter: in. */
+	assert_int_equal(dns_bindings_add(b, 20, ADDR_A, "more.example", 0,
+	    100000), 0);
+	/* Now the last quarter: the big ones get no more, whatever their
+	 * own bound says. */
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 20, ADDR_B, "more.example", 0,
+	    100000), -1);
+	assert_int_equal(errno, ENOSPC);
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 12, ADDR_B, "more.example", 0,
+	    100000), -1);
+	assert_int_equal(errno, ENOSPC);
+	/* Extending is not adding. */
+	assert_int_equal(dns_bindings_add(b, 12, 0x0a000000U, "n0.example", 0,
+	    200000), 0);
+	/* A small one gets in, up to 256. */
+	assert_int_equal(dns_bindings_add(b, 21, ADDR_B, "more.example", 0,
+	    100000), 0);
+	assert_int_equal(dns_bindings_add(b, 21, ADDR_A, "more.example", 0,
+	    100000), -1);
+	add_many(b, 30, 256, 0, 100000);
+	assert_int_equal(dns_bindings_add(b, 30, ADDR_A, "more.example", 0,
+	    100000), -1);
+	add_many(b, 31, 1, 0, 100000);
+	assert_int_equal(dns_bindings_count(b), 49152 + 1 + 256 + 1);
+
+	/* 500: sandbox 1's are dead. A big one's add reclaims dead entries
+	 * to get the table out of the last quarter, two and then at most 256:
+	 * one short of it, refused; the next add gets it out and is in. */
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 20, ADDR_B, "more.example", 500,
+	    100000), -1);
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(dns_bindings_count(b), 49152);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 4096 - 258);
+	assert_int_equal(dns_bindings_add(b, 20, ADDR_B, "more.example", 500,
+	    100000), 0);
+	assert_int_equal(dns_bindings_count(b), 49151);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 4096 - 260);
+	assert_int_equal(dns_bindings_count_sandbox(b, 20), 258);
+	/* Gone sandboxes give the room back. */
+	dns_bindings_forget(b, 2);
+	assert_int_equal(dns_bindings_add(b, 12, ADDR_B, "more.example", 500,
+	    100000), 0);
+	dns_bindings_free(b);
+}
+
+/* Small: in the last quarter, a big sandbox's own dead entries are
+ * reclaimed first, and what counts is what it then holds live. */
+static void
+test_last_quarter_own_dead(void **state)
+{
+	struct dns_bindings *b;
+	char name[32];
+	unsigned i;
+
+	(void)state;
+	/* 16 entries: the last quarter is 4; light is 2. */
+	b = bnew4(16, 16, 0, 2);
+	assert_non_null(b);
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "a.example", 0, 50),
+	    0);
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "b.example", 0, 1000),
+	    0);
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "c.example", 0, 1001),
+	    0);
+	/* Twelve sandboxes of one each: two that expire at 10 and 20, ten
+	 * that live on. */
+	for (i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "n%u.example", i);
+		assert_int_equal(dns_bindings_add(b, 100 + i, ADDR_B, name, 0,
+		    i == 0 ? 10 : i == 1 ? 20 : 2000 + i), 0);
+	}
+	assert_int_equal(dns_bindings_count(b), 15);
+	/* 50: the add reclaims 10 and 20 (13 left, in the quarter); sandbox
+	 * 1 holds three, of which a.example is dead: reclaimed, and two
+	 * live ones are still light: refused. */
+	errno = 0;
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "d.example", 50,
+	    3000), -1);
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 2);
+	assert_int_equal(dns_bindings_count(b), 12);
+	/* A new sandbox: in, and once more; then it holds 2. */
+	assert_int_equal(dns_bindings_add(b, 3, ADDR_A, "a.example", 50,
+	    3000), 0);
+	assert_int_equal(dns_bindings_add(b, 3, ADDR_A, "b.example", 50,
+	    3000), 0);
+	assert_int_equal(dns_bindings_add(b, 3, ADDR_A, "c.example", 50,
+	    3000), -1);
+	assert_int_equal(dns_bindings_count(b), 14);
+	/* 1000: sandbox 1's b.example is dead, reclaimed by the add, and
+	 * the one left is under light: in. */
+	assert_int_equal(dns_bindings_add(b, 1, ADDR_A, "d.example", 1000,
+	    3000), 0);
+	assert_int_equal(dns_bindings_count_sandbox(b, 1), 2);
 	dns_bindings_free(b);
 }
 
@@ -671,6 +912,7 @@ struct model_entry {
 
 struct model {
 	size_t			 cap, per;
+	size_t			 per_addr, light;	/* 0: none */
 	struct model_entry	 e[MODEL_MAX];
 };
 
@@ -710,12 +952,18 @@ model_reclaim(struct model *m, bool one, uint32_t sandbox, uint64_t now)
 	return true;
 }
 
+static bool
+model_last_quarter(const struct model *m)
+{
+	return m->cap - model_count(m, false, 0) <= m->cap / 4;
+}
+
 static int
 model_add(struct model *m, uint32_t sandbox, uint32_t addr, const char *name,
     uint64_t now, uint64_t expires)
 {
 	char lower[NAME_LEN];
-	size_t i;
+	size_t i, live;
 	int n;
 
 	for (i = 0; name[i] != '\0'; i++)
@@ -727,19 +975,42 @@ model_add(struct model *m, uint32_t sandbox, uint32_t addr, const char *name,
 		;
 	if (expires <= now)
 		return 0;
+	live = 0;
 	for (i = 0; i < m->cap; i++) {
 		struct model_entry *e = &m->e[i];
 
-		if (e->used && e->sandbox == sandbox && e->addr == addr &&
-		    strcmp(e->name, lower) == 0) {
+		if (!e->used || e->sandbox != sandbox || e->addr != addr)
+			continue;
+		if (strcmp(e->name, lower) == 0) {
 			if (expires > e->expires)
 				e->expires = expires;
 			return 0;
 		}
+		if (e->expires > now)
+			live++;
 	}
+	if (m->per_addr != 0 && live >= m->per_addr)
+		return -1;
 	if (model_count(m, true, sandbox) >= m->per &&
 	    !model_reclaim(m, true, sandbox, now))
 		return -1;
+	/* In the last quarter a sandbox holding light live ones gets no
+	 * more: its own dead ones go first, then everyone's until the table
+	 * is out of the quarter. */
+	if (m->light != 0 && model_count(m, true, sandbox) >= m->light &&
+	    model_last_quarter(m)) {
+		for (n = 0; n < RECLAIM_QUARTER &&
+		    model_count(m, true, sandbox) >= m->light &&
+		    model_reclaim(m, true, sandbox, now); n++)
+			;
+		if (model_count(m, true, sandbox) >= m->light) {
+			for (; n < RECLAIM_QUARTER && model_last_quarter(m) &&
+			    model_reclaim(m, false, 0, now); n++)
+				;
+			if (model_last_quarter(m))
+				return -1;
+		}
+	}
 	if (model_count(m, false, 0) >= m->cap &&
 	    !model_reclaim(m, false, 0, now))
 		return -1;
@@ -785,7 +1056,8 @@ rnd(uint64_t *st)
 }
 
 static void
-stress_one(size_t cap, size_t per, uint64_t seed, unsigned ops)
+stress_one(size_t cap, size_t per, size_t per_addr, size_t light,
+    uint64_t seed, unsigned ops)
 {
 	static const uint32_t sandboxes[] = { 0, 1, 2, 65535, UINT32_MAX };
 	static const uint32_t addrs[] = {
@@ -810,7 +1082,9 @@ stress_one(size_t cap, size_t per, uint64_t seed, unsigned ops)
 	assert_true(cap <= MODEL_MAX);
 	m->cap = cap;
 	m->per = per < cap ? per : cap;
-	b = dns_bindings_new(cap, per);
+	m->per_addr = per_addr;
+	m->light = light;
+	b = bnew4(cap, per, per_addr, light);
 	assert_non_null(b);
 
 	for (op = 0; op < ops; op++) {
@@ -884,13 +1158,20 @@ static void
 test_stress_model(void **state)
 {
 	(void)state;
-	stress_one(64, 12, 0x9e3779b97f4a7c15ULL, 100000);
-	stress_one(48, 48, 0x0123456789abcdefULL, 100000);
-	stress_one(16, 1, 0xfeedfacecafebeefULL, 50000);
-	stress_one(32, 4, 0x5eed5eed5eed5eedULL, 100000);
-	stress_one(12, 3, 0xa5a5a5a5a5a5a5a5ULL, 100000);
-	stress_one(8, 100, 0x1badb002deadbeefULL, 50000);
-	stress_one(1, 1, 42, 20000);
+	stress_one(64, 12, 0, 0, 0x9e3779b97f4a7c15ULL, 100000);
+	stress_one(48, 48, 0, 0, 0x0123456789abcdefULL, 100000);
+	stress_one(16, 1, 0, 0, 0xfeedfacecafebeefULL, 50000);
+	stress_one(32, 4, 0, 0, 0x5eed5eed5eed5eedULL, 100000);
+	stress_one(12, 3, 0, 0, 0xa5a5a5a5a5a5a5a5ULL, 100000);
+	stress_one(8, 100, 0, 0, 0x1badb002deadbeefULL, 50000);
+	stress_one(1, 1, 0, 0, 42, 20000);
+	/* Names per address (of the 8 names, 6 distinct) and the last
+	 * quarter, apart and together. */
+	stress_one(64, 20, 3, 0, 0x0ddba11cafef00d5ULL, 100000);
+	stress_one(32, 12, 0, 4, 0x7e57ab1e7e57ab1eULL, 100000);
+	stress_one(40, 16, 2, 6, 0xc0ffee00c0ffee00ULL, 100000);
+	stress_one(24, 24, 1, 1, 0x600dcafe600dcafeULL, 50000);
+	stress_one(64, 64, 4, 8, 0xb16b00b5b16b00b5ULL, 100000);
 }
 
 /* ---- size ---------------------------------------------------------------- */
@@ -905,7 +1186,7 @@ test_100k(void **state)
 	uint32_t i;
 
 	(void)state;
-	b = dns_bindings_new(N, N / SANDBOXES);
+	b = bnew(N, N / SANDBOXES);
 	assert_non_null(b);
 	for (i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "h%u.example", i);
@@ -959,6 +1240,9 @@ main(void)
 		cmocka_unit_test(test_forget),
 		cmocka_unit_test(test_early_stop),
 		cmocka_unit_test(test_name_too_long),
+		cmocka_unit_test(test_addr_bound),
+		cmocka_unit_test(test_last_quarter),
+		cmocka_unit_test(test_last_quarter_own_dead),
 		cmocka_unit_test(test_stress_model),
 		cmocka_unit_test(test_100k),
 	};

@@ -225,7 +225,8 @@ test_bindings(void **state)
 	struct gw_decision d;
 
 	(void)state;
-	bindings = dns_bindings_new(64, 16);
+	bindings = dns_bindings_new(&(struct dns_bindings_bounds){
+	    .total = 64, .per_sandbox = 16 });
 	assert_non_null(bindings);
 	now = 1000;
 

@@ -127,8 +127,10 @@ const char *dns_parse_error_str(enum dns_parse_error e);
  * copied from q, RA set, the given rcode; q's question; then the records
  * (A, AAAA, CNAME) with their TTLs; an OPT record when q had one. If the
  * records do not fit in limit bytes (the client's UDP size, or 65535 over
- * TCP) none are written and TC is set. Returns the length, or -1 if even
- * the header and question do not fit in cap.
+ * TCP) none are written and TC is set. rcode | DNS_FLAG_TC sets TC with
+ * the records written (an upstream's truncated answer passed on).
+ * Returns the length, or -1 if even the header and question do not fit
+ * in cap.
  */
 int dns_write_answer(uint8_t *out, size_t cap, size_t limit,
     const struct dns_query *q, unsigned rcode, const struct dns_rr *rr,
@@ -339,7 +341,10 @@ struct dns_resolver_ops {
 	/*
 	 * The upstream answered with r (NULL: no upstream answered in time,
 	 * or no slot was free). Keep what may be sent by editing r->rr and
-	 * r->nrr in place (TTLs too) and set *rcode.
+	 * r->nrr in place (TTLs too) and set *rcode. A truncated answer
+	 * (DNS_FLAG_TC in r->flags) is sent truncated, with the records
+	 * kept, if *rcode is NOERROR: upstreams are asked over UDP only, so
+	 * the client is left to ask again over TCP.
 	 */
 	void		(*response)(void *arg, struct dns_request *req,
 			    struct dns_response *r, unsigned *rcode);

@@ -512,7 +512,7 @@ dns_write_answer(uint8_t *out, size_t cap, size_t limit,
 	struct writer w;
 	size_t qlen, optlen = q->edns ? OPT_LEN : 0, i, qend;
 	unsigned flags = FLAG_QR | (q->flags & FLAG_RD) | FLAG_RA |
-	    (rcode & 0xfU);
+	    (rcode & (0xfU | DNS_FLAG_TC));
 	bool fits = true;
 
 	if ((qlen = name_wire_len(q->qname)) == 0)

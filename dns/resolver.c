@@ -392,11 +392,17 @@ conn_queue(struct dns_resolver *r, int i, const uint8_t *msg, size_t len)
 	c->outlen = len + 2;
 }
 
-/* Sends the answer (or nothing for rcode < 0) and ends the request. */
+/*
+ * Sends the answer (or nothing for rcode < 0) and ends the request: with
+ * resp's records (NULL: none), and TC if resp is an upstream's truncated
+ * NOERROR answer. sluiced asks upstreams over UDP only, so a truncated
+ * answer is passed on as such (with what it held, as the caller left
+ * it): the client asks again over TCP, and gets no less than that.
+ */
 static void
 reply(struct dns_resolver *r, struct dns_request *req, int conn,
     uint32_t conn_gen, int rcode, const uint8_t *raw, size_t rawlen,
-    const struct dns_rr *rr, size_t nrr)
+    const struct dns_response *resp)
 {
 	int len = -1;
 
@@ -405,7 +411,10 @@ reply(struct dns_resolver *r, struct dns_request *req, int conn,
 			len = dns_write_formerr(r->buf, sizeof(r->buf), raw, rawlen);
 		else
 			len = dns_write_answer(r->buf, sizeof(r->buf),
-			    answer_limit(req), &req->q, (unsigned)rcode, rr, nrr);
+			    answer_limit(req), &req->q, (unsigned)rcode |
+			    (resp != NULL && rcode == DNS_R_NOERROR ?
+			    (resp->flags & DNS_FLAG_TC) : 0),
+			    resp ? resp->rr : NULL, resp ? resp->nrr : 0);
 	}
 	if (len < 0) {
 		rcode = -1;
@@ -631,7 +640,7 @@ upstream_next(struct dns_resolver *r, struct pending *p)
 			return;
 	r->st.upstream_timeouts++;
 	r->ops->response(r->arg, &p->req, NULL, &rcode);
-	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0, NULL, 0);
+	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0, NULL);
 	pending_free(r, p);
 }
 
@@ -681,8 +690,7 @@ upstream_answer(struct dns_resolver *r, int s, const struct sockaddr_in *from,
 		    p->req.q.qclass, r->now, &r->resp);
 	rcode = r->resp.rcode;
 	r->ops->response(r->arg, &p->req, &r->resp, &rcode);
-	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0,
-	    r->resp.rr, r->resp.nrr);
+	reply(r, &p->req, p->conn, p->conn_gen, (int)rcode, NULL, 0, &r->resp);
 	pending_free(r, p);
 }
 
@@ -813,11 +821,11 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 	act = r->ops->query(r->arg, req, &rcode);
 	if (req->perr != DNS_PARSE_OK) {
 		reply(r, req, conn, gen, act == DNS_DROP ? -1 : DNS_R_FORMERR,
-		    msg, len, NULL, 0);
+		    msg, len, NULL);
 		return;
 	}
 	if (act == DNS_DROP) {
-		reply(r, req, conn, gen, -1, NULL, 0, NULL, 0);
+		reply(r, req, conn, gen, -1, NULL, 0, NULL);
 		return;
 	}
 	if (act == DNS_FORWARD && req->over_limit) {
@@ -825,7 +833,7 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 		rcode = DNS_R_REFUSED;
 	}
 	if (act == DNS_ANSWER || !req->name_ok) {
-		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
+		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL);
 		return;
 	}
 	if (r->cache != NULL && dns_cache_get(r->cache, req->name,
@@ -834,15 +842,14 @@ handle_query(struct dns_resolver *r, struct dns_request *req,
 		r->st.cache_hits++;
 		rcode = r->resp.rcode;
 		r->ops->response(r->arg, req, &r->resp, &rcode);
-		reply(r, req, conn, gen, (int)rcode, NULL, 0, r->resp.rr,
-		    r->resp.nrr);
+		reply(r, req, conn, gen, (int)rcode, NULL, 0, &r->resp);
 		return;
 	}
 	if (r->nup == 0 || (p = pending_get(r)) == NULL) {
 		/* no room for another question in flight: fail, never wait */
 		rcode = DNS_R_SERVFAIL;
 		r->ops->response(r->arg, req, NULL, &rcode);
-		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL, 0);
+		reply(r, req, conn, gen, (int)rcode, NULL, 0, NULL);
 		return;
 	}
 	p->req = *req;

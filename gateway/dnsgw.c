@@ -140,8 +140,11 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 		r->nrr = 0;
 		return;
 	}
-	if (*rcode != DNS_R_NOERROR && *rcode != DNS_R_NXDOMAIN)
-		*rcode = DNS_R_SERVFAIL;
+	/* an error is passed on without records (gw_dns_filter drops
+	 * them); one other than NXDOMAIN is the upstream failing */
+	*rcode = gw_dns_rcode(r);
+	if (*rcode == DNS_R_SERVFAIL)
+		n->reason = "upstream_failed";
 	limited = gw_dns_filter(n->sb->policy, gw->bindings, n->slot, &lim,
 	    req->name, r, gw_now_ms(), n->answers, sizeof(n->answers),
 	    n->stripped, sizeof(n->stripped));

@@ -372,6 +372,14 @@ rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
 	return a[0] >= 224;				/* multicast, reserved */
 }
 
+unsigned
+gw_dns_rcode(const struct dns_response *r)
+{
+	if (r->rcode == DNS_R_NOERROR || r->rcode == DNS_R_NXDOMAIN)
+		return r->rcode;
+	return DNS_R_SERVFAIL;
+}
+
 bool
 gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
     uint32_t sandbox_id, const struct gw_dns_limits *lim, const char *name,
@@ -383,6 +391,12 @@ gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
 	bool limited = false;
 
 	answers[0] = stripped[0] = '\0';
+	/* records beside an error are no answer: an NXDOMAIN or SERVFAIL
+	 * with A records binds nothing and passes nothing on */
+	if (r->rcode != DNS_R_NOERROR) {
+		r->nrr = 0;
+		return false;
+	}
 	for (i = 0; i < r->nrr; i++) {
 		struct dns_rr *rr = &r->rr[i];
 		uint32_t ttl = rr->ttl, addr;

@@ -130,14 +130,23 @@ struct gw_dns_limits {
 };
 
 /*
+ * The rcode a sandbox is sent for an upstream answer r: NOERROR and
+ * NXDOMAIN as they are, any other (SERVFAIL, REFUSED, NOTIMP...) as
+ * SERVFAIL. Only a NOERROR answer's records are passed on (gw_dns_filter).
+ */
+unsigned gw_dns_rcode(const struct dns_response *r);
+
+/*
  * Filters an upstream answer to the query for name in place and binds its
  * addresses for sandbox_id (dns_bindings_add), as the resolver does before
- * releasing it: only the CNAME chain from name and its A records are kept;
- * rebinding targets (private, loopback, link-local, ... and the pool) are
- * stripped unless the policy's CIDRs cover them; TTLs are capped at
- * ttl_max; an address that cannot be bound is stripped. Kept and stripped
- * addresses are listed comma-separated in answers/stripped. Returns true
- * if some address had to be stripped for want of room in the bindings.
+ * releasing it: an answer whose rcode is not NOERROR keeps no record and
+ * binds nothing; of a NOERROR one only the CNAME chain from name and its A
+ * records are kept; rebinding targets (private, loopback, link-local, ...
+ * and the pool) are stripped unless the policy's CIDRs cover them; TTLs
+ * are capped at ttl_max; an address that cannot be bound is stripped. Kept
+ * and stripped addresses are listed comma-separated in answers/stripped.
+ * Returns true if some address had to be stripped for want of room in the
+ * bindings.
  */
 bool gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
     uint32_t sandbox_id, const struct gw_dns_limits *lim, const char *name,

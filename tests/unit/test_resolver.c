@@ -1346,6 +1346,50 @@ test_cache_expiry(void **state)
 	assert_int_equal(stats(fx).cache_entries, 1);
 }
 
+/*
+ * An upstream's truncated answer goes to the client truncated, with the
+ * records it held (upstreams are asked over UDP only: the client asks
+ * again over TCP), and is not kept; an error with TC set goes on as the
+ * rcode alone, and a whole answer has no TC.
+ */
+static void
+test_truncated(void **state)
+{
+	struct fixture *fx = *state;
+	struct dns_response resp;
+	struct dns_rr rr;
+	struct upq u;
+	int k;
+
+	NEED_ENV(state);
+	assert_int_equal(dns_resolver_set_cache(fx->r, 16), 0);
+	set_a(&rr, "big.test", 600, "192.0.2.7");
+	for (k = 0; k < 2; k++) {
+		client_ask(fx, (uint16_t)(0x100 + k), "big.test", DNS_T_A);
+		/* the second time too: a truncated answer is not kept */
+		assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+		upstream_reply_rr(fx->up[0], &u, DNS_R_NOERROR | DNS_FLAG_TC,
+		    &rr, 1);
+		assert_true(client_answer(fx, &resp));
+		assert_int_equal(resp.id, 0x100 + k);
+		assert_true(resp.flags & DNS_FLAG_TC);
+		assert_same_rr(&resp, &rr, 1, 0);
+	}
+	assert_int_equal(stats(fx).cache_entries, 0);
+	client_ask(fx, 0x200, "big.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	upstream_reply_rr(fx->up[0], &u, DNS_R_SERVFAIL | DNS_FLAG_TC, NULL, 0);
+	assert_true(client_answer(fx, &resp));
+	assert_int_equal(resp.rcode, DNS_R_SERVFAIL);
+	assert_false(resp.flags & DNS_FLAG_TC);
+	client_ask(fx, 0x300, "big.test", DNS_T_A);
+	assert_true(upstream_get(fx, fx->up[0], &u, WAIT_MS));
+	upstream_reply_rr(fx->up[0], &u, DNS_R_NOERROR, &rr, 1);
+	assert_true(client_answer(fx, &resp));
+	assert_false(resp.flags & DNS_FLAG_TC);
+	assert_same_rr(&resp, &rr, 1, 0);
+}
+
 /* Negative answers (NXDOMAIN, SERVFAIL, NOERROR without records) and a
  * TTL of 0 are not kept: each question goes upstream. */
 static void
@@ -1975,6 +2019,7 @@ main(void)
 		T(test_cache_key),
 		T(test_cache_expiry),
 		T(test_cache_negative),
+		T(test_truncated),
 		T(test_cache_upstreams),
 		T(test_cache_set),
 		T(test_cache_edit),

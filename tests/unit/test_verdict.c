@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -290,6 +291,99 @@ test_bindings(void **state)
 	policy_free(p);
 }
 
+/* ---- DNS --------------------------------------------------------------- */
+
+/* An upstream's answer for name with rcode and the A records addrs. */
+static void
+response(struct dns_response *r, const char *name, unsigned rcode,
+    const char *const *addrs)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->qname, sizeof(r->qname), "%s", name);
+	r->qtype = DNS_T_A;
+	r->qclass = 1;
+	r->rcode = (uint8_t)rcode;
+	r->flags = 0x8180 | rcode;
+	for (; *addrs != NULL; addrs++) {
+		struct dns_rr *rr = &r->rr[r->nrr++];
+
+		snprintf(rr->name, sizeof(rr->name), "%s", name);
+		rr->type = DNS_T_A;
+		rr->ttl = 60;
+		assert_int_equal(inet_pton(AF_INET, *addrs, rr->data.a), 1);
+	}
+}
+
+static bool
+any_binding(void *arg, const char *name, uint64_t expires_ms)
+{
+	(void)arg;
+	(void)name;
+	(void)expires_ms;
+	return true;
+}
+
+static bool
+bound(const char *addr)
+{
+	return dns_bindings_find(bindings, 7, ip(addr), now, any_binding, NULL);
+}
+
+static void
+filter(const struct policy *p, struct dns_response *r, char *answers,
+    char *stripped)
+{
+	struct gw_dns_limits lim = {
+		.ttl_min = 30, .ttl_max = 600, .grace = 10,
+		.pool_net = ip("10.213.0.0"),
+		.pool_mask = htonl(0xffff0000u),
+	};
+
+	assert_false(gw_dns_filter(p, bindings, 7, &lim, r->qname, r, now,
+	    answers, 400, stripped, 200));
+}
+
+/*
+ * Only a NOERROR answer's records are passed on and bound: an upstream's
+ * NXDOMAIN or SERVFAIL that carries A records goes to the sandbox with
+ * its rcode (SERVFAIL for any error but NXDOMAIN) and nothing else.
+ */
+static void
+test_dns_upstream_rcode(void **state)
+{
+	static const char *const one[] = { "203.0.113.115", NULL };
+	struct policy *p = parse("{\"network\":{\"allowedDomains\":[\"*.up.test\"]}}");
+	struct dns_response r;
+	char answers[400], stripped[200];
+	static const unsigned errors[] = { DNS_R_NXDOMAIN, DNS_R_SERVFAIL,
+	    DNS_R_FORMERR, DNS_R_NOTIMP, DNS_R_REFUSED, 9 };
+	size_t i;
+
+	(void)state;
+	bindings = dns_bindings_new(64, 16);
+	assert_non_null(bindings);
+	now = 1000;
+	for (i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+		response(&r, "nx.up.test", errors[i], one);
+		assert_int_equal(gw_dns_rcode(&r), errors[i] == DNS_R_NXDOMAIN ?
+		    DNS_R_NXDOMAIN : DNS_R_SERVFAIL);
+		filter(p, &r, answers, stripped);
+		assert_int_equal(r.nrr, 0);
+		assert_string_equal(answers, "");
+		assert_false(bound("203.0.113.115"));
+	}
+	/* the same records under NOERROR are the answer */
+	response(&r, "ok.up.test", DNS_R_NOERROR, one);
+	assert_int_equal(gw_dns_rcode(&r), DNS_R_NOERROR);
+	filter(p, &r, answers, stripped);
+	assert_int_equal(r.nrr, 1);
+	assert_string_equal(answers, "203.0.113.115");
+	assert_true(bound("203.0.113.115"));
+	dns_bindings_free(bindings);
+	bindings = NULL;
+	policy_free(p);
+}
+
 int
 main(void)
 {
@@ -302,6 +396,7 @@ main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_dns_bypass),
 		cmocka_unit_test(test_bindings),
+		cmocka_unit_test(test_dns_upstream_rcode),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

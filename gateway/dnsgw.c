@@ -122,6 +122,7 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 		.grace = gw->cfg.dns_grace,
 		.pool_net = gw->pool_net,
 		.pool_mask = gw->pool_mask,
+		.uplink = { gw->uplink[0], gw->uplink[1] },
 	};
 	bool limited;
 

@@ -222,6 +222,9 @@ struct gw {
 	struct gw_config	 cfg;
 	uint32_t		 pool_net;	/* network order */
 	uint32_t		 pool_mask;
+	uint32_t		 uplink[2];	/* the gateway's uplink address and
+						 * its peer's, network order: never
+						 * a destination (gw_gateway_setup) */
 	unsigned		 pool_slots;	/* /30s in the pool */
 	struct gw_sandbox	**slots;	/* by slot, pool_slots long */
 	bool			*slot_busy;	/* by slot: its veth is still

@@ -720,11 +720,11 @@ host_uplink_setup(struct gw *gw, char *err, size_t errlen)
 	char gwip[INET_ADDRSTRLEN], hostip[INET_ADDRSTRLEN];
 	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
 	char *host_argv[] = { "ip", "-batch", "-", NULL };
-	uint32_t a;
 	unsigned l;
 	int rc;
 
-	if (parse_cidr(gwaddr, &a, &l) == -1 || parse_cidr(hostaddr, &a, &l) == -1) {
+	if (parse_cidr(gwaddr, &gw->uplink[0], &l) == -1 ||
+	    parse_cidr(hostaddr, &gw->uplink[1], &l) == -1) {
 		snprintf(err, errlen, "uplink addresses must be CIDRs like "
 		    "100.64.213.2/30");
 		return -1;
@@ -772,14 +772,13 @@ uplink_setup(struct gw *gw, char *err, size_t errlen)
 {
 	const struct gw_config *c = &gw->cfg;
 	char peer[IF_NAMESIZE], peer_ip[INET_ADDRSTRLEN], batch[512];
-	uint32_t a;
 	unsigned l;
 	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
 
 	if (c->uplink_netns == NULL)
 		return host_uplink_setup(gw, err, errlen);
-	if (parse_cidr(c->uplink_addr, &a, &l) == -1 ||
-	    parse_cidr(c->uplink_peer_addr, &a, &l) == -1) {
+	if (parse_cidr(c->uplink_addr, &gw->uplink[0], &l) == -1 ||
+	    parse_cidr(c->uplink_peer_addr, &gw->uplink[1], &l) == -1) {
 		snprintf(err, errlen, "uplink addresses must be CIDRs like "
 		    "198.51.100.2/30");
 		return -1;

@@ -120,6 +120,12 @@ check_binding(void *arg, const char *name, uint64_t expires_ms)
 }
 
 static bool
+is_uplink(const uint32_t uplink[2], uint32_t addr)
+{
+	return addr != 0 && (addr == uplink[0] || addr == uplink[1]);
+}
+
+static bool
 is_dns_port(uint16_t port)
 {
 	return port == 53 || port == 853;
@@ -145,8 +151,11 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	}
 	/* Other sandboxes and the gateway's own addresses are never a
 	 * destination, whatever the policy's CIDRs cover (the gateway's
-	 * resolver is accepted by the ruleset before anything is queued). */
-	if ((t->daddr & ctx->pool_mask) == ctx->pool_net) {
+	 * resolver is accepted by the ruleset before anything is queued):
+	 * the pool, the gateway's uplink address, and the uplink's peer
+	 * (the host, with the default uplink, or the next hop). */
+	if ((t->daddr & ctx->pool_mask) == ctx->pool_net ||
+	    is_uplink(ctx->uplink, t->daddr)) {
 		deny(ctx, GW_R_INTERNAL_DEST, out);
 		return;
 	}
@@ -344,7 +353,9 @@ append_addr(char *list, size_t len, const uint8_t a[4])
  * Addresses an answer may never carry to a sandbox unless the policy's
  * CIDRs name them: otherwise an allowed name under an attacker's control
  * (or a compromised record) would point the sandbox at the gateway, the
- * host, a metadata service or the local network (DNS rebinding).
+ * host, a metadata service or the local network (DNS rebinding). The
+ * gateway's uplink and its peer may be anywhere (--uplink-addr): they
+ * are named, not found among the ranges.
  */
 static bool
 rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
@@ -352,7 +363,8 @@ rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
 	uint32_t addr;
 
 	memcpy(&addr, a, 4);
-	if ((addr & lim->pool_mask) == lim->pool_net)
+	if ((addr & lim->pool_mask) == lim->pool_net ||
+	    is_uplink(lim->uplink, addr))
 		return true;
 	switch (a[0]) {
 	case 0: case 10: case 127:

@@ -20,7 +20,8 @@ enum gw_reason {
 	GW_R_NOT_ALLOWLISTED,	/* no entry covers the destination address */
 	GW_R_PORT_NOT_ALLOWED,	/* an entry covers the address, none the port */
 	GW_R_PROTO_NOT_ALLOWED,	/* UDP, ICMP and other protocols (DNS comes later) */
-	GW_R_INTERNAL_DEST,	/* the gateway itself, another sandbox, the pool */
+	GW_R_INTERNAL_DEST,	/* the gateway itself (its uplink address too),
+				 * the uplink's peer, another sandbox, the pool */
 	GW_R_SPOOFED_SOURCE,	/* source address is not the sandbox's own */
 	GW_R_MALFORMED_PACKET,	/* could not be parsed */
 	GW_R_UNKNOWN_SANDBOX,	/* ingress interface belongs to no sandbox */
@@ -69,6 +70,8 @@ struct gw_decide_ctx {
 	uint32_t		 sandbox_addr;	/* the sandbox's own address */
 	uint32_t		 pool_net;	/* the whole sandbox pool */
 	uint32_t		 pool_mask;
+	uint32_t		 uplink[2];	/* the gateway's uplink address
+						 * and its peer's (0: none) */
 	struct dns_bindings	*bindings;	/* NULL: no name is bound */
 	uint32_t		 sandbox_id;	/* the bindings' key */
 	uint64_t		 now_ms;	/* CLOCK_MONOTONIC */
@@ -127,6 +130,7 @@ void gw_dns_decide(const struct policy *policy, const char *name,
 struct gw_dns_limits {
 	unsigned	ttl_min, ttl_max, grace;	/* seconds */
 	uint32_t	pool_net, pool_mask;		/* network order */
+	uint32_t	uplink[2];	/* as in gw_decide_ctx */
 };
 
 /*
@@ -141,12 +145,12 @@ unsigned gw_dns_rcode(const struct dns_response *r);
  * addresses for sandbox_id (dns_bindings_add), as the resolver does before
  * releasing it: an answer whose rcode is not NOERROR keeps no record and
  * binds nothing; of a NOERROR one only the CNAME chain from name and its A
- * records are kept; rebinding targets (private, loopback, link-local, ...
- * and the pool) are stripped unless the policy's CIDRs cover them; TTLs
- * are capped at ttl_max; an address that cannot be bound is stripped. Kept
- * and stripped addresses are listed comma-separated in answers/stripped.
- * Returns true if some address had to be stripped for want of room in the
- * bindings.
+ * records are kept; rebinding targets (private, loopback, link-local, ...,
+ * the pool, the uplink's two addresses) are stripped unless the policy's
+ * CIDRs cover them; TTLs are capped at ttl_max; an address that cannot be
+ * bound is stripped. Kept and stripped addresses are listed
+ * comma-separated in answers/stripped. Returns true if some address had to
+ * be stripped for want of room in the bindings.
  */
 bool gw_dns_filter(const struct policy *policy, struct dns_bindings *b,
     uint32_t sandbox_id, const struct gw_dns_limits *lim, const char *name,

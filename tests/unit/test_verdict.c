@@ -44,6 +44,7 @@ decide(const struct policy *p, uint8_t proto, const char *src,
 		.sandbox_addr = ip("10.213.0.2"),
 		.pool_net = ip("10.213.0.0"),
 		.pool_mask = htonl(0xffff0000u),
+		.uplink = { ip("198.51.100.2"), ip("198.51.100.1") },
 		.bindings = bindings,
 		.sandbox_id = 7,
 		.now_ms = now,
@@ -136,6 +137,19 @@ test_internal_beats_cidr(void **state)
 	assert_int_equal(d.verdict, GW_DENY);
 	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
 	decide(p, IPPROTO_TCP, "10.213.0.2", "192.0.2.1", 22, &d);
+	assert_int_equal(d.verdict, GW_ALLOW);
+	/* the gateway's uplink address and its peer, outside every range
+	 * the pool or the rebinding list names (--uplink-addr) */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.2", 80, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.1", 22, &d);
+	assert_int_equal(d.verdict, GW_DENY);
+	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
+	decide(p, IPPROTO_UDP, "10.213.0.2", "198.51.100.1", 123, &d);
+	assert_string_equal(gw_reason_name(d.reason), "internal_destination");
+	/* their neighbours are not */
+	decide(p, IPPROTO_TCP, "10.213.0.2", "198.51.100.3", 80, &d);
 	assert_int_equal(d.verdict, GW_ALLOW);
 	policy_free(p);
 }
@@ -337,6 +351,7 @@ filter(const struct policy *p, struct dns_response *r, char *answers,
 		.ttl_min = 30, .ttl_max = 600, .grace = 10,
 		.pool_net = ip("10.213.0.0"),
 		.pool_mask = htonl(0xffff0000u),
+		.uplink = { ip("198.51.100.2"), ip("198.51.100.1") },
 	};
 
 	assert_false(gw_dns_filter(p, bindings, 7, &lim, r->qname, r, now,
@@ -384,6 +399,40 @@ test_dns_upstream_rcode(void **state)
 	policy_free(p);
 }
 
+/* The gateway's uplink address and its peer are stripped from answers
+ * like the pool, unless allowedCidrs names them. */
+static void
+test_dns_strip_uplink(void **state)
+{
+	static const char *const addrs[] = { "198.51.100.2", "198.51.100.1",
+	    "10.213.0.6", "198.51.100.3", NULL };
+	struct policy *p = parse("{\"network\":{\"allowedDomains\":[\"*.up.test\"]}}");
+	struct policy *named = parse("{\"network\":{\"allowedDomains\":"
+	    "[\"*.up.test\"]},\"sluice\":{\"allowedCidrs\":[\"198.51.100.0/30:80\"]}}");
+	struct dns_response r;
+	char answers[400], stripped[200];
+
+	(void)state;
+	bindings = dns_bindings_new(64, 16);
+	assert_non_null(bindings);
+	now = 1000;
+	response(&r, "rebind.up.test", DNS_R_NOERROR, addrs);
+	filter(p, &r, answers, stripped);
+	assert_string_equal(answers, "198.51.100.3");
+	assert_string_equal(stripped, "198.51.100.2,198.51.100.1,10.213.0.6");
+	assert_int_equal(r.nrr, 1);
+	assert_false(bound("198.51.100.2"));
+	assert_false(bound("198.51.100.1"));
+	response(&r, "rebind.up.test", DNS_R_NOERROR, addrs);
+	filter(named, &r, answers, stripped);
+	assert_string_equal(answers, "198.51.100.2,198.51.100.1,198.51.100.3");
+	assert_string_equal(stripped, "10.213.0.6");
+	dns_bindings_free(bindings);
+	bindings = NULL;
+	policy_free(p);
+	policy_free(named);
+}
+
 int
 main(void)
 {
@@ -397,6 +446,7 @@ main(void)
 		cmocka_unit_test(test_dns_bypass),
 		cmocka_unit_test(test_bindings),
 		cmocka_unit_test(test_dns_upstream_rcode),
+		cmocka_unit_test(test_dns_strip_uplink),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -433,6 +433,66 @@ test_dns_strip_uplink(void **state)
 	policy_free(named);
 }
 
+/*
+ * What a query is answered. Audit mode forwards what enforce mode would
+ * refuse, deniedDomains included, and logs it as it would be decided; a
+ * name that is no host name (the root among them) is NXDOMAIN,
+ * not_allowlisted, and never forwarded, whatever the mode.
+ */
+static void
+test_dns_decide(void **state)
+{
+	static const char pol[] = "{\"network\":{\"allowedDomains\":"
+	    "[\"*.up.test\"],\"deniedDomains\":[\"bad.up.test\"]}%s}";
+	char text[256];
+	struct policy *enf, *aud;
+	struct gw_dns_decision dd;
+
+	(void)state;
+	snprintf(text, sizeof(text), pol, "");
+	enf = parse(text);
+	snprintf(text, sizeof(text), pol, ",\"sluice\":{\"mode\":\"audit\"}");
+	aud = parse(text);
+
+	gw_dns_decide(enf, "www.up.test", true, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_FORWARD);
+	assert_string_equal(dd.reason, "allowed_domain");
+	gw_dns_decide(enf, "bad.up.test", true, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_ANSWER);
+	assert_int_equal(dd.rcode, DNS_R_NXDOMAIN);
+	assert_string_equal(dd.verdict, "deny");
+	assert_string_equal(dd.reason, "denied_domain");
+	assert_string_equal(dd.rule, "bad.up.test");
+	gw_dns_decide(aud, "bad.up.test", true, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_FORWARD);
+	assert_string_equal(dd.verdict, "audit");
+	assert_string_equal(dd.reason, "denied_domain");
+	assert_string_equal(dd.rule, "bad.up.test");
+	gw_dns_decide(aud, "other.test", true, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_FORWARD);
+	assert_string_equal(dd.verdict, "audit");
+	assert_string_equal(dd.reason, "not_allowlisted");
+
+	/* the root, or any name that is no host name */
+	gw_dns_decide(enf, "", false, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_ANSWER);
+	assert_int_equal(dd.rcode, DNS_R_NXDOMAIN);
+	assert_string_equal(dd.reason, "not_allowlisted");
+	gw_dns_decide(aud, "", false, DNS_T_A, 1, &dd);
+	assert_int_equal(dd.action, GW_DNS_ANSWER);
+	assert_int_equal(dd.rcode, DNS_R_NXDOMAIN);
+	assert_string_equal(dd.verdict, "deny");
+	assert_string_equal(dd.reason, "not_allowlisted");
+
+	/* another class than IN: logged as its type, type_not_allowed */
+	gw_dns_decide(enf, "www.up.test", true, DNS_T_A, 3, &dd);
+	assert_int_equal(dd.action, GW_DNS_ANSWER);
+	assert_int_equal(dd.rcode, DNS_R_REFUSED);
+	assert_string_equal(dd.reason, "type_not_allowed");
+	policy_free(enf);
+	policy_free(aud);
+}
+
 int
 main(void)
 {
@@ -447,6 +507,7 @@ main(void)
 		cmocka_unit_test(test_bindings),
 		cmocka_unit_test(test_dns_upstream_rcode),
 		cmocka_unit_test(test_dns_strip_uplink),
+		cmocka_unit_test(test_dns_decide),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

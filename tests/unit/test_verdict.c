@@ -375,7 +375,8 @@ test_dns_upstream_rcode(void **state)
 	size_t i;
 
 	(void)state;
-	bindings = dns_bindings_new(64, 16);
+	bindings = dns_bindings_new(&(struct dns_bindings_bounds){
+	    .total = 64, .per_sandbox = 16 });
 	assert_non_null(bindings);
 	now = 1000;
 	for (i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
@@ -413,7 +414,8 @@ test_dns_strip_uplink(void **state)
 	char answers[400], stripped[200];
 
 	(void)state;
-	bindings = dns_bindings_new(64, 16);
+	bindings = dns_bindings_new(&(struct dns_bindings_bounds){
+	    .total = 64, .per_sandbox = 16 });
 	assert_non_null(bindings);
 	now = 1000;
 	response(&r, "rebind.up.test", DNS_R_NOERROR, addrs);

@@ -75,6 +75,10 @@ void gw_capture_close(struct gw_capture *c);
 
 /* Sandbox addresses, one /30 each: the gateway is .1 of its /30. */
 #define GW_REPLAY_POOL_DEFAULT	"10.213.0.0/16"
+/* The uplink's addresses, never a destination: sluiced's defaults
+ * (gw.h's GW_HOST_UPLINK_ADDR and GW_HOST_UPLINK_PEER). */
+#define GW_REPLAY_UPLINK_DEFAULT	"100.64.213.2/30"
+#define GW_REPLAY_UPLINK_PEER_DEFAULT	"100.64.213.1/30"
 #define GW_REPLAY_CONNS_MAX	65536	/* connections tracked (conntrack's
 					 * part); the least recently seen is
 					 * forgotten beyond */
@@ -83,6 +87,9 @@ struct gw_replay_opts {
 	const struct policy	*policy;	/* must outlive the engine */
 	uint32_t		 pool_net;	/* network order */
 	uint32_t		 pool_mask;
+	uint32_t		 uplink[2];	/* sluiced's --uplink-addr and
+						 * --uplink-peer-addr (network
+						 * order; 0: none) */
 	uint32_t		 sandbox_addr;	/* network order; 0: the source of
 						 * the first TCP SYN, UDP datagram
 						 * to port 53 or ICMP echo */

@@ -37,6 +37,11 @@ static const struct cli_action replay_actions[] = {
 	    "                      first SYN, DNS query or ping in the trace)\n"
 	    "  --pool CIDR         sluiced's --pool (default "
 	    GW_REPLAY_POOL_DEFAULT ")\n"
+	    "  --uplink-addr A, --uplink-peer-addr A\n"
+	    "                      sluiced's (default " GW_REPLAY_UPLINK_DEFAULT
+	    " and\n"
+	    "                      " GW_REPLAY_UPLINK_PEER_DEFAULT "): never a "
+	    "destination\n"
 	    "  --dns-ttl-min S, --dns-ttl-max S, --dns-grace S\n"
 	    "                      sluiced's binding limits (default 30, 600, "
 	    "10)\n",
@@ -95,17 +100,48 @@ parse_pool(const char *s, uint32_t *net, uint32_t *mask)
 	return (in.s_addr & ~*mask) == 0;
 }
 
+/* An address, a.b.c.d, or a.b.c.d/len as sluiced's --uplink-addr takes
+ * it (the length is not needed here). */
+static bool
+parse_host(const char *s, uint32_t *addr)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+	struct in_addr in;
+	char *end;
+	unsigned long plen;
+
+	if (n >= sizeof(ip))
+		return false;
+	memcpy(ip, s, n);
+	ip[n] = '\0';
+	if (slash != NULL) {
+		errno = 0;
+		plen = strtoul(slash + 1, &end, 10);
+		if (slash[1] == '\0' || *end != '\0' || errno != 0 ||
+		    plen > 32)
+			return false;
+	}
+	if (inet_pton(AF_INET, ip, &in) != 1 || in.s_addr == 0)
+		return false;
+	*addr = in.s_addr;
+	return true;
+}
+
 static int
 parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 {
 	enum { OPT_POLICY = 256, OPT_AGAINST, OPT_SANDBOX, OPT_POOL,
-	    OPT_TTL_MIN, OPT_TTL_MAX, OPT_GRACE };
+	    OPT_TTL_MIN, OPT_TTL_MAX, OPT_GRACE, OPT_UPLINK, OPT_UPLINK_PEER };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "against", required_argument, NULL, OPT_AGAINST },
 		{ "json", no_argument, NULL, 'j' },
 		{ "sandbox-addr", required_argument, NULL, OPT_SANDBOX },
 		{ "pool", required_argument, NULL, OPT_POOL },
+		{ "uplink-addr", required_argument, NULL, OPT_UPLINK },
+		{ "uplink-peer-addr", required_argument, NULL, OPT_UPLINK_PEER },
 		{ "dns-ttl-min", required_argument, NULL, OPT_TTL_MIN },
 		{ "dns-ttl-max", required_argument, NULL, OPT_TTL_MAX },
 		{ "dns-grace", required_argument, NULL, OPT_GRACE },
@@ -122,6 +158,8 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 	a->o.grace = GRACE_DEFAULT;
 	(void)parse_pool(GW_REPLAY_POOL_DEFAULT, &a->o.pool_net,
 	    &a->o.pool_mask);
+	(void)parse_host(GW_REPLAY_UPLINK_DEFAULT, &a->o.uplink[0]);
+	(void)parse_host(GW_REPLAY_UPLINK_PEER_DEFAULT, &a->o.uplink[1]);
 	optind = 0;
 	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
 		switch (c) {
@@ -146,6 +184,15 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 			    &a->o.pool_mask))
 				return cli_usage_error(cli, "--pool: '%s' is "
 				    "not a network a.b.c.d/8..29", optarg);
+			break;
+		case OPT_UPLINK:
+		case OPT_UPLINK_PEER:
+			if (!parse_host(optarg, &a->o.uplink[c == OPT_UPLINK ?
+			    0 : 1]))
+				return cli_usage_error(cli, "%s: '%s' is not "
+				    "an IPv4 address (a.b.c.d or a.b.c.d/len, "
+				    "as sluiced takes it)", argv[optind - 1],
+				    optarg);
 			break;
 		case OPT_TTL_MIN:
 		case OPT_TTL_MAX:

@@ -80,7 +80,7 @@ gw_now_ms(void)
 #define GW_UPLINK_IF	"uplink"	/* the gateway side of the uplink veth */
 /* Uplink through the host: the veth's addresses unless --uplink-addr and
  * --uplink-peer-addr say otherwise (shared address space, RFC 6598, which
- * hosts rarely route themselves). */
+ * hosts rarely route themselves). capture.h has them too, for replay. */
 #define GW_HOST_UPLINK_ADDR	"100.64.213.2/30"
 #define GW_HOST_UPLINK_PEER	"100.64.213.1/30"
 #define GW_SB_IF_PREFIX	"sg"		/* gateway side of sandbox veths: sg<slot> */

@@ -388,6 +388,7 @@ decide_ctx(const struct gw_replay *r)
 		.sandbox_addr = r->sandbox,
 		.pool_net = r->o.pool_net,
 		.pool_mask = r->o.pool_mask,
+		.uplink = { r->o.uplink[0], r->o.uplink[1] },
 		.bindings = r->bindings,
 		.sandbox_id = 0,
 		.now_ms = r->now,
@@ -873,6 +874,7 @@ dns_answer(struct gw_replay *r, uint8_t proto, uint32_t from, uint16_t to,
 		.grace = r->o.grace,
 		.pool_net = r->o.pool_net,
 		.pool_mask = r->o.pool_mask,
+		.uplink = { r->o.uplink[0], r->o.uplink[1] },
 	};
 	struct pending *p = NULL;
 	char answers[400], stripped[200], rbuf[16];

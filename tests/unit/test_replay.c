@@ -362,6 +362,7 @@ opts(const struct policy *p)
 		.policy = p,
 		.pool_net = ip("10.213.0.0"),
 		.pool_mask = htonl(0xffff0000u),
+		.uplink = { ip("100.64.213.2"), ip("100.64.213.1") },
 		.ttl_min = 30,
 		.ttl_max = 600,
 		.grace = 10,
@@ -544,6 +545,7 @@ test_cidr_icmp_internal_and_cache(void **state)
 		"tcp 10.213.0.6:22 deny internal_destination name= sni= host=",
 		"udp 10.213.0.6:53 deny internal_destination name= sni= host=",
 		"udp 192.0.2.10:443 deny quic name= sni= host=",
+		"tcp 100.64.213.1:9100 deny internal_destination name= sni= host=",
 		"tcp 198.51.100.7:5432 allow allowed_cidr name= sni= host=",
 		"icmp 192.0.2.10:0 deny proto_not_allowed name= sni= host=",
 	};
@@ -562,13 +564,15 @@ test_cidr_icmp_internal_and_cache(void **state)
 	tcp(SB, 50011, "10.213.0.6", 22, SYN, 1, NULL, 0);
 	udp(SB, 50012, "10.213.0.6", 53, "x", 1);	/* another sandbox */
 	udp(SB, 50013, "192.0.2.10", 443, "quic", 4);
+	/* the uplink's peer (the host), though a CIDR covers it */
+	tcp(SB, 50014, "100.64.213.1", 9100, SYN, 1, NULL, 0);
 	/* the same ports 40 s later: a new connection, a new row (an
 	 * allowance is cached for 2 s only) */
 	clock_us += 40000000;
 	tcp(SB, 50010, "198.51.100.7", 5432, SYN, 99, NULL, 0);
 	icmp_echo(SB, "192.0.2.10", 8, 9, 1);
-	replay("{\"sluice\":{\"allowedCidrs\":[\"198.51.100.7:5432\"]}}",
-	    DLT_RAW, &o);
+	replay("{\"sluice\":{\"allowedCidrs\":[\"198.51.100.7:5432\","
+	    "\"100.64.213.0/30\"]}}", DLT_RAW, &o);
 	assert_rows(&o, want, sizeof(want) / sizeof(want[0]));
 }
 

@@ -180,6 +180,7 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
     size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8];
+	char ip[INET_ADDRSTRLEN];
 	json_t *o;
 	int rc = -1;
 
@@ -190,9 +191,10 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
 	}
 	state_path(gw, sb->name, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	o = json_pack("{s:s, s:i, s:I, s:s}", "name", sb->name,
+	/* addr: what its link carries, which the pool decides (restore) */
+	o = json_pack("{s:s, s:i, s:I, s:s, s:s}", "name", sb->name,
 	    "slot", (int)sb->slot, "created_us", (json_int_t)sb->created_us,
-	    "policy", sb->policy->text);
+	    "policy", sb->policy->text, "addr", ip_str(sb->addr, ip));
 	if (o == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -832,7 +834,13 @@ sweep_orphan_connections(struct gw *gw)
 
 /* Re-adopts the sandboxes kept in state-dir after a restart, rebuilding
  * whatever part of their plumbing is gone; then removes sandbox veths
- * that belong to none of them. */
+ * that belong to none of them. A sandbox made under another --pool is an
+ * error: its link, and its connections in conntrack, still carry the old
+ * pool's addresses, which the new pool's checks (internal_destination,
+ * the OUTPUT guard, the rebinding strip, the sweep of orphans) do not
+ * cover, so another sandbox could reach it there (found by review,
+ * 2026-11-30). State kept before the address was recorded is taken as
+ * made under the pool in force. */
 int
 gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 {
@@ -847,7 +855,8 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 	while ((de = readdir(d)) != NULL) {
 		json_error_t jerr;
 		json_t *o;
-		const char *name = NULL, *text = NULL;
+		const char *name = NULL, *text = NULL, *addr = NULL;
+		char ip[INET_ADDRSTRLEN];
 		json_int_t slot = -1, created = 0;
 		struct gw_sandbox *sb;
 		struct policy *p;
@@ -858,9 +867,10 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		o = json_load_file(path, 0, &jerr);
-		if (o == NULL || json_unpack(o, "{s:s, s:I, s:I, s:s}", "name",
-		    &name, "slot", &slot, "created_us", &created, "policy",
-		    &text) == -1 || !gw_sandbox_name_valid(name) || slot < 0 ||
+		if (o == NULL || json_unpack(o, "{s:s, s:I, s:I, s:s, s?s}",
+		    "name", &name, "slot", &slot, "created_us", &created,
+		    "policy", &text, "addr", &addr) == -1 ||
+		    !gw_sandbox_name_valid(name) || slot < 0 ||
 		    slot >= gw->pool_slots || gw->slots[slot] != NULL ||
 		    gw_sandbox_by_name(gw, name) != NULL) {
 			log_warnx("%s: unusable sandbox state, ignored", path);
@@ -883,6 +893,19 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		}
 		sb->policy = p;
 		sb->created_us = created;
+		if (addr != NULL && !gw->cfg.teardown &&
+		    strcmp(addr, ip_str(sb->addr, ip)) != 0) {
+			snprintf(err, errlen, "sandbox %s has address %s, made "
+			    "under another --pool (this one, %s, gives it "
+			    "%s): start sluiced with the pool it was made "
+			    "under, or delete the sandboxes under that pool "
+			    "first (sluice sandbox del) to change it", name,
+			    addr, gw->cfg.pool, ip);
+			sandbox_free(sb);
+			json_decref(o);
+			closedir(d);
+			return -1;
+		}
 		sb->ifindex = ifindex_in_gateway(gw, sb->ifname);
 		/* its veth is gone (the gateway namespace was recreated):
 		 * build it again */
@@ -894,14 +917,15 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 			json_decref(o);
 			continue;
 		}
-		if (!gw->cfg.teardown) {
-			char ip[INET_ADDRSTRLEN];
-
-			if (gw_netns_resolv_conf(gw, sb->name,
-			    ip_str(sb->gw_addr, ip), perr, sizeof(perr)) == -1)
-				log_warnx("sandbox %s: %s", sb->name, perr);
-		}
+		if (!gw->cfg.teardown &&
+		    gw_netns_resolv_conf(gw, sb->name, ip_str(sb->gw_addr, ip),
+		    perr, sizeof(perr)) == -1)
+			log_warnx("sandbox %s: %s", sb->name, perr);
 		link_sandbox(gw, sb);
+		/* state from before the address was kept: it is now */
+		if (addr == NULL && !gw->cfg.teardown &&
+		    state_save(gw, sb, perr, sizeof(perr)) == -1)
+			log_warnx("sandbox %s: %s", sb->name, perr);
 		if (!gw->cfg.teardown)
 			log_info("sandbox %s restored (%s)", sb->name,
 			    sb->ifname);

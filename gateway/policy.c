@@ -81,6 +81,10 @@ struct policy_index {
 	char			*strings;
 	struct name_index	 allowed;
 	struct name_index	 denied;
+	uint16_t		*ports;		/* allowedDomains' ports, sorted,
+						 * once each (80 and 443 for an
+						 * entry without one) */
+	size_t			 nports;
 	struct cidr_key		*keys;
 	struct cidr_len		 lens[33];
 	size_t			 nlens;
@@ -1166,6 +1170,33 @@ index_new(struct policy *p, struct strings *str, size_t cap)
 	return true;
 }
 
+static int
+port_cmp(const void *a, const void *b)
+{
+	return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
+}
+
+/* The ports allowedDomains names, for policy_names_port. */
+static bool
+ports_index(struct policy_index *ix, const struct policy_domain *list,
+    size_t n)
+{
+	size_t i, k = 0;
+
+	if ((ix->ports = calloc(n + 2, sizeof(*ix->ports))) == NULL)
+		return false;
+	ix->ports[k++] = 80;
+	ix->ports[k++] = 443;
+	for (i = 0; i < n; i++)
+		if (list[i].port != 0)
+			ix->ports[k++] = list[i].port;
+	qsort(ix->ports, k, sizeof(*ix->ports), port_cmp);
+	for (i = 0, ix->nports = 0; i < k; i++)
+		if (ix->nports == 0 || ix->ports[ix->nports - 1] != ix->ports[i])
+			ix->ports[ix->nports++] = ix->ports[i];
+	return true;
+}
+
 /* The index, once the lists are parsed. */
 static bool
 index_build(struct policy *p, struct strings *str)
@@ -1173,7 +1204,8 @@ index_build(struct policy *p, struct strings *str)
 	return strings_settle(p, str) &&
 	    names_index(&p->index->allowed, p->allowed, p->nallowed) &&
 	    names_index(&p->index->denied, p->denied, p->ndenied) &&
-	    cidrs_index(p->index, p->cidrs, p->ncidrs);
+	    cidrs_index(p->index, p->cidrs, p->ncidrs) &&
+	    ports_index(p->index, p->allowed, p->nallowed);
 }
 
 static void
@@ -1187,6 +1219,7 @@ index_free(struct policy_index *ix)
 	free(ix->denied.order);
 	free(ix->denied.slots);
 	free(ix->keys);
+	free(ix->ports);
 	free(ix);
 }
 
@@ -1475,6 +1508,14 @@ names_lookup(const struct name_index *ix, const char *name,
 			names_probe(ix, name + i, len - i, true, h, hits);
 	}
 	names_probe(ix, name, len, false, h, hits);
+}
+
+bool
+policy_names_port(const struct policy *p, uint16_t port)
+{
+	return p->index != NULL && p->index->nports > 0 &&
+	    bsearch(&port, p->index->ports, p->index->nports,
+	    sizeof(port), port_cmp) != NULL;
 }
 
 enum policy_name_verdict

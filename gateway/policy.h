@@ -110,4 +110,12 @@ enum policy_name_verdict {
 enum policy_name_verdict policy_match_name(const struct policy *p,
     const char *name, int port, const struct policy_domain **rule);
 
+/*
+ * Whether some allowedDomains entry admits TCP port (host order): one
+ * naming it, or one naming none for 80 and 443. When none does, no name
+ * is POLICY_NAME_ALLOWED for the port. (For an entry that names no port
+ * the answer is true for 80 and 443 whether or not the list has one.)
+ */
+bool policy_names_port(const struct policy *p, uint16_t port);
+
 #endif

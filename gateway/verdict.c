@@ -81,6 +81,7 @@ deny(const struct gw_decide_ctx *ctx, enum gw_reason reason,
 struct binding_check {
 	const struct policy		*policy;
 	uint16_t			 port;
+	bool				 port_named;	/* by some entry */
 	enum policy_name_verdict	 best;
 	const struct policy_domain	*rule;
 	char				 name[254];
@@ -116,7 +117,12 @@ check_binding(void *arg, const char *name, uint64_t expires_ms)
 		snprintf(bc->name, sizeof(bc->name), "%s", name);
 		bc->expires_ms = expires_ms;
 	}
-	return v == POLICY_NAME_ALLOWED;
+	/* the best a name can say: allowed; or, when no entry names the
+	 * port, port_not_allowed, and the first such name is kept anyway
+	 * (a sandbox can bind hundreds of names to one address, and every
+	 * SYN to it used to check them all) */
+	return v == POLICY_NAME_ALLOWED ||
+	    (v == POLICY_NAME_PORT_NOT_ALLOWED && !bc->port_named);
 }
 
 static bool
@@ -184,6 +190,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	memset(&bc, 0, sizeof(bc));
 	bc.policy = ctx->policy;
 	bc.port = t->dport;
+	bc.port_named = policy_names_port(ctx->policy, t->dport);
 	bc.best = POLICY_NAME_NOT_ALLOWED;
 	if (ctx->bindings != NULL) {
 		dns_bindings_find(ctx->bindings, ctx->sandbox_id, t->daddr,

@@ -1326,6 +1326,32 @@ test_entry_strings(void **state)
 	policy_free(p);
 }
 
+/* policy_names_port: every port an allowedDomains entry admits, and only
+ * those (80 and 443 always: a name without a port admits both) */
+static void
+test_names_port(void **state)
+{
+	struct policy *p;
+
+	(void)state;
+	p = parse_ok("{\"network\": {\"allowedDomains\": [\"a.test:8443\","
+	    " \"*.b.test:22\", \"c.test:8443\"],"
+	    " \"deniedDomains\": [\"d.test:2222\"]}}");
+	assert_true(policy_names_port(p, 80));
+	assert_true(policy_names_port(p, 443));
+	assert_true(policy_names_port(p, 22));
+	assert_true(policy_names_port(p, 8443));
+	assert_false(policy_names_port(p, 2222));	/* denied only */
+	assert_false(policy_names_port(p, 21));
+	assert_false(policy_names_port(p, 8444));
+	assert_false(policy_names_port(p, 0));
+	policy_free(p);
+	p = parse_ok("{}");
+	assert_false(policy_names_port(p, 22));
+	assert_true(policy_names_port(p, 443));
+	policy_free(p);
+}
+
 int
 main(void)
 {
@@ -1349,6 +1375,7 @@ main(void)
 		cmocka_unit_test(test_match_name),
 		cmocka_unit_test(test_index_vs_linear),
 		cmocka_unit_test(test_entry_strings),
+		cmocka_unit_test(test_names_port),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,29 +75,47 @@ parse_seconds(const char *s, unsigned *out)
 	return true;
 }
 
+/* "a.b.c.d" or "a.b.c.d/len": the address (network order) and the
+ * length, -1 when there is none. */
+static bool
+parse_addr_len(const char *s, uint32_t *addr, int *plen)
+{
+	const char *slash = strchr(s, '/');
+	size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+	char ip[INET_ADDRSTRLEN], *end;
+	struct in_addr in;
+	unsigned long v;
+
+	if (n >= sizeof(ip))
+		return false;
+	memcpy(ip, s, n);
+	ip[n] = '\0';
+	*plen = -1;
+	if (slash != NULL) {
+		if (slash[1] < '0' || slash[1] > '9')
+			return false;
+		errno = 0;
+		v = strtoul(slash + 1, &end, 10);
+		if (*end != '\0' || errno != 0 || v > 32)
+			return false;
+		*plen = (int)v;
+	}
+	if (inet_pton(AF_INET, ip, &in) != 1)
+		return false;
+	*addr = in.s_addr;
+	return true;
+}
+
 /* sluiced's --pool rule: a.b.c.d/8..29, host bits zero. */
 static bool
 parse_pool(const char *s, uint32_t *net, uint32_t *mask)
 {
-	const char *slash = strchr(s, '/');
-	char ip[INET_ADDRSTRLEN];
-	struct in_addr in;
-	unsigned long plen;
-	char *end;
+	int plen;
 
-	if (slash == NULL || (size_t)(slash - s) >= sizeof(ip) ||
-	    slash[1] < '0' || slash[1] > '9')
-		return false;
-	memcpy(ip, s, (size_t)(slash - s));
-	ip[slash - s] = '\0';
-	errno = 0;
-	plen = strtoul(slash + 1, &end, 10);
-	if (*end != '\0' || errno != 0 || plen < 8 || plen > 29 ||
-	    inet_pton(AF_INET, ip, &in) != 1)
+	if (!parse_addr_len(s, net, &plen) || plen < 8 || plen > 29)
 		return false;
 	*mask = htonl(~0u << (32 - plen));
-	*net = in.s_addr;
-	return (in.s_addr & ~*mask) == 0;
+	return (*net & ~*mask) == 0;
 }
 
 /* An address, a.b.c.d, or a.b.c.d/len as sluiced's --uplink-addr takes
@@ -105,28 +123,9 @@ parse_pool(const char *s, uint32_t *net, uint32_t *mask)
 static bool
 parse_host(const char *s, uint32_t *addr)
 {
-	char ip[INET_ADDRSTRLEN];
-	const char *slash = strchr(s, '/');
-	size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
-	struct in_addr in;
-	char *end;
-	unsigned long plen;
+	int plen;
 
-	if (n >= sizeof(ip))
-		return false;
-	memcpy(ip, s, n);
-	ip[n] = '\0';
-	if (slash != NULL) {
-		errno = 0;
-		plen = strtoul(slash + 1, &end, 10);
-		if (slash[1] == '\0' || *end != '\0' || errno != 0 ||
-		    plen > 32)
-			return false;
-	}
-	if (inet_pton(AF_INET, ip, &in) != 1 || in.s_addr == 0)
-		return false;
-	*addr = in.s_addr;
-	return true;
+	return parse_addr_len(s, addr, &plen) && *addr != 0;
 }
 
 static int
@@ -191,7 +190,8 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 			    0 : 1]))
 				return cli_usage_error(cli, "%s: '%s' is not "
 				    "an IPv4 address (a.b.c.d or a.b.c.d/len, "
-				    "as sluiced takes it)", argv[optind - 1],
+				    "as sluiced takes it)", c == OPT_UPLINK ?
+				    "--uplink-addr" : "--uplink-peer-addr",
 				    optarg);
 			break;
 		case OPT_TTL_MIN:
@@ -202,7 +202,9 @@ parse_args(int argc, char **argv, const struct cli *cli, struct args *a)
 			    &a->o.grace))
 				return cli_usage_error(cli, "%s: '%s' is not "
 				    "a number of seconds (0 to 86400)",
-				    argv[optind - 1], optarg);
+				    c == OPT_TTL_MIN ? "--dns-ttl-min" :
+				    c == OPT_TTL_MAX ? "--dns-ttl-max" :
+				    "--dns-grace", optarg);
 			break;
 		default:
 			if ((rc = cli_opt_default(cli, c, argv, optstring,

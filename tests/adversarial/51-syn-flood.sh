@@ -55,10 +55,21 @@ qrule() {
 spackets() {
 	tb_status queue.packets
 }
-counters() {	# counters SUFFIX: sets qd, ud, seq, rule, pk with SUFFIX
-	local a b c
-	read -r a b c <<< "$(qstat)"
-	eval "qd$1=$a ud$1=$b seq$1=$c rule$1=$(qrule) pk$1=$(spackets)"
+# counters SUFFIX: sets qd, ud, seq, rule, pk with SUFFIX, from one
+# moment: they are read one after another, so a packet queued between two
+# reads would count in one and not the other (a stray one did, once); the
+# reading is repeated until two in a row agree
+counters() {
+	local a b c r p snap prev="" i
+	for i in $(seq 20); do
+		read -r a b c <<< "$(qstat)"
+		snap="$a $b $c $(qrule) $(spackets)"
+		[ "$snap" = "$prev" ] && break
+		prev=$snap
+		sleep 0.1
+	done
+	read -r a b c r p <<< "$snap"
+	eval "qd$1=$a ud$1=$b seq$1=$c rule$1=$r pk$1=$p"
 }
 
 # flood MODE OUT: raw SYNs from a's own address (anything else is dropped

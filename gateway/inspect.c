@@ -214,40 +214,6 @@ gw_inspect_init(struct gw *gw)
 	return 0;
 }
 
-static void log_cut(struct gw *, struct gw_sandbox *, struct hold *,
-    enum gw_reason);
-
-/*
- * At a stop, the flows under inspection get their rows before they go: a
- * row is written only once a first flight is decided, and theirs never
- * will be (the queue closes, and what it held is dropped). One that sent
- * nothing yet gets its SYN's decision, its handshake having been let
- * through; one whose flight was cut short no_inspection_state, as its
- * next packet meets after a restart. (found by review, 2026-11-30: both
- * had no row at all.)
- */
-void
-gw_inspect_free(struct gw *gw)
-{
-	size_t k;
-
-	if (gw->holds == NULL)
-		return;
-	for (k = 0; k < gw->holds->n; k++) {
-		struct hold *h = &gw->holds->h[gw->holds->used_ix[k]];
-
-		log_cut(gw, gw_sandbox_by_ifindex(gw, h->key.ifindex), h,
-		    GW_R_NO_INSPECTION_STATE);
-	}
-	while (gw->holds->n > 0)
-		hold_free(gw, &gw->holds->h[gw->holds->used_ix[0]]);
-	free(gw->holds);
-	gw->holds = NULL;
-	nfq_classifier_free(gw->classifier);
-	gw->classifier = NULL;
-}
-
-
 /* Keeps a copy of the flow's first packets, for the pcap of a denial. */
 static void
 keep(struct gw *gw, struct hold *h, const struct nfq_packet *pkt)
@@ -928,6 +894,36 @@ log_cut(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 	d.reason = reason;
 	d.rule = NULL;
 	(void)log_hold(gw, sb, h, &d, NULL, NULL);
+}
+
+/*
+ * At a stop, the flows under inspection get their rows before they go: a
+ * row is written only once a first flight is decided, and theirs never
+ * will be (the queue closes, and what it held is dropped). One that sent
+ * nothing yet gets its SYN's decision, its handshake having been let
+ * through; one whose flight was cut short no_inspection_state, as its
+ * next packet meets after a restart. (found by review, 2026-11-30: both
+ * had no row at all.)
+ */
+void
+gw_inspect_free(struct gw *gw)
+{
+	size_t k;
+
+	if (gw->holds == NULL)
+		return;
+	for (k = 0; k < gw->holds->n; k++) {
+		struct hold *h = &gw->holds->h[gw->holds->used_ix[k]];
+
+		log_cut(gw, gw_sandbox_by_ifindex(gw, h->key.ifindex), h,
+		    GW_R_NO_INSPECTION_STATE);
+	}
+	while (gw->holds->n > 0)
+		hold_free(gw, &gw->holds->h[gw->holds->used_ix[0]]);
+	free(gw->holds);
+	gw->holds = NULL;
+	nfq_classifier_free(gw->classifier);
+	gw->classifier = NULL;
 }
 
 /*

@@ -193,6 +193,7 @@ _tb_nginx_conf() {
 	local t=$TB_DIR/tls
 	mkdir -p "$TB_DIR/nginx/tmp" "$TB_DIR/www"
 	head -c "$TB_BIG_BYTES" /dev/urandom > "$TB_DIR/www/big.bin"
+	truncate -s 16M "$TB_DIR/www/huge.bin"	# sparse: costs nothing
 	cat > "$TB_DIR/nginx/nginx.conf" <<EOF
 daemon off;
 master_process on;
@@ -244,6 +245,9 @@ http {
 		location / { return 200 "hello from plain.test\n"; }
 		# exactly TB_BIG_BYTES, for byte accounting
 		location = /big.bin { alias $TB_DIR/www/big.bin; }
+		# 16 MiB of zeros: long enough that the few packets a server
+		# sends before sluiced settles a connection are a small part
+		location = /huge.bin { alias $TB_DIR/www/huge.bin; }
 		# kept alive a minute (the others 5 s), and the same file at
 		# 64 KiB/s: 57-http-idle
 		location = /idle { keepalive_timeout 60; return 200 "idle-ok\n"; }

@@ -102,22 +102,45 @@ tb_assert_eq "$(tb_sql "SELECT reason FROM flows WHERE dst_port = 8080")" "port_
 tb_assert_match "$(tb_sql "SELECT app FROM flows WHERE http_host = 'plain.test'")" "HTTP" "nDPI says HTTP"
 # bare ACKs on port 80 pass in the kernel (a connection in use is known
 # by conntrack's counters, asked once it has been idle for 120 s): one
-# kept-alive connection downloads 1 MiB, whose ACKs never reach sluiced,
+# kept-alive connection downloads 16 MiB, whose ACKs never reach sluiced,
 # then asks on it for x.evil.test, which is still read and refused
 ack_rules() {
 	ip netns exec "$TB_NETNS_GW" iptables -L sluice-sandbox -v -x -n |
 	    awk '/dpt:80 / && /u32/ && /ACCEPT/ { n += $1 } END { print n + 0 }'
 }
+# the IPv4 packets the sandboxes' chain queued (sluice_queue_packets_total
+# counts IPv6 too: a sandbox's router and neighbour solicitations, now
+# and then, which made this check fail once in three under ASan)
 queued() {
-	tb_sluice stats --prometheus | awk '$1 == "sluice_queue_packets_total" { print $2 }'
+	ip netns exec "$TB_NETNS_GW" iptables -L sluice-sandbox -v -x -n |
+	    awk '/NFQUEUE/ { n += $1 } END { print n + 0 }'
+}
+# the server's packets, counted where nginx sends them
+ip netns exec "$TB_NETNS_INET" iptables -w -A OUTPUT -p tcp --sport 80
+srv_pkts() {
+	ip netns exec "$TB_NETNS_INET" iptables -w -L OUTPUT -v -x -n |
+	    awk '/spt:80/ { n += $1 } END { print n + 0 }'
+}
+# what the client sent to port 80 that is not a bare ACK (the gateway's
+# own test): SYN, requests, FIN, and ACKs with SACK blocks, which a
+# download sends when a packet is lost or reordered on the way
+tb_in a iptables -w -N sent80
+tb_in a iptables -w -A OUTPUT -p tcp --dport 80 -j sent80
+tb_in a iptables -w -A sent80 -m u32 --u32 "0>>24=0x45&&0&0xFFFF=40&&32>>28=5&&32>>16&0xFF=0x10" -j RETURN
+tb_in a iptables -w -A sent80 -m u32 --u32 "0>>24=0x45&&0&0xFFFF=52&&32>>28=8&&32>>16&0xFF=0x10" -j RETURN
+tb_in a iptables -w -A sent80 -j RETURN
+not_bare() {
+	tb_in a iptables -w -L sent80 -v -x -n | awk 'NR > 2 { n = $1 } END { print n + 0 }'
 }
 a0=$(ack_rules)
+n0=$(not_bare)
+s0=$(srv_pkts)
 q0=$(queued)
 c0=$(tb_status queue.verify_copies)
 out=$(tb_in a "$TB_PY" - "$TB_ADDR_PLAIN" <<'EOF'
 import http.client, sys
 c = http.client.HTTPConnection(sys.argv[1], 80, timeout=5)
-c.request("GET", "/big.bin", headers={"Host": "plain.test"})
+c.request("GET", "/huge.bin", headers={"Host": "plain.test"})
 res = [str(len(c.getresponse().read()))]
 try:
     c.request("GET", "/after", headers={"Host": "x.evil.test"})
@@ -127,25 +150,31 @@ except (ConnectionError, http.client.HTTPException, OSError) as e:
 print("|".join(res))
 EOF
 )
-tb_assert_match "$out" "^$TB_BIG_BYTES\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
-    "keep-alive after 1 MiB: the download whole, the next request (x.evil.test) ends the connection"
+tb_assert_match "$out" "^16777216\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
+    "keep-alive after 16 MiB: the download whole, the next request (x.evil.test) ends the connection"
 acks=$(( $(ack_rules) - a0 ))
 q=$(( $(queued) - q0 ))
 c=$(( $(tb_status queue.verify_copies) - c0 ))
-echo "the download's connection: $acks bare ACKs passed in the kernel, $q packets queued, $c server packets copied"
+sp=$(( $(srv_pkts) - s0 ))
+nb=$(( $(not_bare) - n0 ))
+echo "the download's connection: $acks bare ACKs passed in the kernel, $q packets queued of $nb not bare, $c of the server's $sp packets copied"
 tb_check "its bare ACKs passed in the kernel ($acks)" [ "$acks" -ge 8 ]
 # the server's packets are copied to sluiced until one acknowledges the
-# request, and pass meanwhile (those it sent before sluiced changed the
-# connection's mark are copied too: a few)
-tb_check "sluiced was queued only its SYN, requests and end ($q packets, at most 6)" [ "$q" -le 6 ]
-tb_check "copies only of the server's first packets, not the download's ($c, at most 8)" [ "$c" -ge 1 -a "$c" -le 8 ]
+# request, and pass meanwhile; those it sent before sluiced changed the
+# connection's mark are copied too: one to nine seen, as many as leave
+# the server in sluiced's wake-up (with ASan 9 of 27 for 1 MiB, once
+# in four). A quarter of the download is ~3 ms of that at 10 Gbit/s
+tb_check "sluiced was queued only its SYN, requests, end and SACKs ($q packets, of $nb)" \
+    [ "$q" -ge 3 -a "$q" -le "$nb" ]
+tb_check "copies only of the server's first packets, not the download's ($c of $sp)" \
+    [ "$c" -ge 1 -a $((c * 4)) -le "$sp" ]
 sleep 0.3
-tb_assert_eq "$(grep -c '"GET /big.bin' "$TB_DIR/nginx.access.log")" 1 "nginx served big.bin"
+tb_assert_eq "$(grep -c '"GET /huge.bin' "$TB_DIR/nginx.access.log")" 1 "nginx served huge.bin"
 tb_assert_eq "$(grep -c '"GET /after' "$TB_DIR/nginx.access.log")" 0 "nginx never saw the request after it"
-tb_wait_rows "SELECT count(*) FROM flows WHERE http_path IN ('/big.bin', '/after')" 2 >/dev/null
+tb_wait_rows "SELECT count(*) FROM flows WHERE http_path IN ('/huge.bin', '/after')" 2 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path FROM flows
-    WHERE http_path IN ('/big.bin', '/after') ORDER BY id")" \
-"allow|allowed_domain|plain.test|/big.bin
+    WHERE http_path IN ('/huge.bin', '/after') ORDER BY id")" \
+"allow|allowed_domain|plain.test|/huge.bin
 deny|host_binding_mismatch|x.evil.test|/after" "their rows"
 tb_assert_eq "$(atk_app_bytes)" 0 "the attacker received no application byte"
 # an upload: bytes the server has not acknowledged yet are kept and

@@ -202,7 +202,7 @@ handle(struct gw *gw, json_t *req)
 		gw_reaper_stats(gw, &rs);
 		if (gw->vlog != NULL)
 			nfq_nflog_stats(gw->vlog, &vs);
-		o = json_pack("{s:b, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:I, "
+		o = json_pack("{s:b, s:s, s:I, s:s, s:I, s:{s:I, s:I, s:I, s:I, "
 		    "s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
@@ -210,6 +210,7 @@ handle(struct gw *gw, json_t *req)
 		    "ok", 1, "version", SLUICE_VERSION,
 		    "sandboxes", (json_int_t)gw->nsandboxes,
 		    "netns", gw->cfg.netns,
+		    "revoked", (json_int_t)gw->revoked,
 		    "queue", "packets", (json_int_t)gw->pkts,
 		    "errors", (json_int_t)gw->pkt_errors,
 		    "denied_unlogged", (json_int_t)gw->denied_unlogged,

@@ -281,6 +281,8 @@ struct gw {
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
+	uint64_t		 revoked;	/* connections a policy set cut
+						 * (revoke.c) */
 	uint64_t		 verify_expired;	/* TLS connections whose
 						 * server never acknowledged
 						 * the hello (inspect.c) */
@@ -451,6 +453,19 @@ void gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex);
 /* The same for a sandbox being deleted, after its flows' rows. */
 void gw_inspect_forget_sandbox(struct gw *gw, struct gw_sandbox *sb);
 size_t gw_inspect_count(const struct gw *gw);
+/* A policy set cuts a connection (revoke.c): true while its hold has no
+ * decision yet (the new policy will make it); gw_inspect_revoked drops a
+ * decided one's hold, whose proof would give it its allow mark back. */
+bool gw_inspect_undecided(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_ct_end *e);
+void gw_inspect_revoked(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_ct_end *e);
+
+/* revoke.c: gives the deny mark to sb's connections that old let start and
+ * sb->policy would refuse, and ends their rows "revoked"; in the gateway
+ * namespace. The number cut, or -1 with err (some may be left). */
+int gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
+    char *err, size_t errlen);
 /* The proof's copies of server packets (inspect.c): opened in the gateway
  * namespace when the ruleset copies them (verify_copies); -1 with a
  * message in err. */

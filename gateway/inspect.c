@@ -1573,6 +1573,47 @@ gw_inspect_forget_ifindex(struct gw *gw, uint32_t ifindex)
 	}
 }
 
+/* The hold of the connection e names (its sandbox's side), or NULL. */
+static struct hold *
+hold_of(struct gw *gw, const struct gw_sandbox *sb, const struct nfq_ct_end *e)
+{
+	struct nfq_flow_key key;
+
+	if (gw->holds == NULL || e->proto != IPPROTO_TCP)
+		return NULL;
+	memset(&key, 0, sizeof(key));
+	key.ifindex = sb->ifindex;
+	key.saddr = e->saddr;
+	key.daddr = e->daddr;
+	key.sport = e->sport;
+	key.dport = e->dport;
+	key.proto = IPPROTO_TCP;
+	return hold_find(gw->holds, &key);
+}
+
+bool
+gw_inspect_undecided(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_ct_end *e)
+{
+	const struct hold *h = hold_of(gw, sb, e);
+
+	return h != NULL && !h->logged;
+}
+
+void
+gw_inspect_revoked(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_ct_end *e)
+{
+	struct hold *h = hold_of(gw, sb, e);
+
+	if (h == NULL)
+		return;
+	if (h->nids > 0 && verdict_held(h, h->nids, NF_DROP, false, 0) == -1)
+		log_warn("verdicts for a revoked connection");
+	h->nids = 0;
+	hold_free(gw, h);
+}
+
 size_t
 gw_inspect_count(const struct gw *gw)
 {

@@ -249,6 +249,7 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->packets = gw->pkts;
 	st->packet_errors = gw->pkt_errors;
 	st->denied_unlogged = gw->denied_unlogged;
+	st->revoked = gw->revoked;
 	st->verify_expired = gw->verify_expired;
 	st->verify_mark_errors = gw->verify_mark_errors;
 	st->server_resets = gw->server_resets;
@@ -514,6 +515,9 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Verdict-path records (flows, DNS queries, flow ends) the full log "
 	    "refused; a flow that could not be logged was denied.",
 	    st->denied_unlogged);
+	one(&t, "sluice_revoked_connections_total", "counter",
+	    "Open connections a policy set cut: the old policy let them "
+	    "start, the new one refuses them.", st->revoked);
 	one(&t, "sluice_verify_expired_total", "counter",
 	    "Connections ended because the server never acknowledged the "
 	    "ClientHello or request framing sluiced decided on.",

@@ -68,6 +68,7 @@ struct gw_metrics_state {
 	uint64_t		 server_reset_errors;	/* ... resets not sent */
 	uint64_t		 denied_unlogged;	/* records the log refused
 						 * on the verdict path */
+	uint64_t		 revoked;	/* connections policy sets cut */
 	uint64_t		 limited_flows;	/* attempts denied rate_limited */
 	uint64_t		 limited_dns;	/* queries refused rate_limited */
 	bool			 queue_known;	/* the kernel's counters were read */

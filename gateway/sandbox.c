@@ -287,6 +287,32 @@ forget_connections(struct gw *gw, const uint32_t *addr, nfq_ct_match_cb match,
 	return rc;
 }
 
+/*
+ * The connections open under old that sb's new policy would refuse are
+ * cut (revoke.c). One that could not be is left as it was, with a warning:
+ * the new policy is in force for everything new all the same.
+ */
+static void
+cut_revoked(struct gw *gw, struct gw_sandbox *sb, const struct policy *old)
+{
+	char err[512];
+	int n;
+
+	if (!have_gateway(gw))
+		return;
+	if (gw_netns_enter(gw->gw_nsfd) == -1)
+		fatal("setns %s", gw->cfg.netns);
+	n = gw_revoke(gw, sb, old, err, sizeof(err));
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	if (n == -1)
+		log_warnx("sandbox %s: cutting the connections the new policy "
+		    "refuses: %s", sb->name, err);
+	else if (n > 0)
+		log_info("sandbox %s: %d connection%s the new policy refuses "
+		    "cut", sb->name, n, n == 1 ? "" : "s");
+}
+
 /* Prefixes err with where it happened. */
 static void
 err_in(char *err, size_t errlen, const char *where)
@@ -667,12 +693,14 @@ gw_sandbox_set_policy(struct gw *gw, const char *name,
 		errno = EIO;
 		return -1;
 	}
-	policy_free(old);
 	/* Cached verdicts were the old policy's: new attempts are decided
-	 * afresh. Decided connections keep their connmark. */
+	 * afresh. */
 	nfq_flows_forget_ifindex(gw->flows, sb->ifindex);
 	gw_fastsyn_forget(gw);
+	/* the policy row first: the rows the cut ends come after it */
 	log_policy(gw, sb);
+	cut_revoked(gw, sb, old);
+	policy_free(old);
 	*out = sb;
 	return 0;
 }

@@ -772,13 +772,15 @@ static const enum mnl_attr_data_type ct_flush_types[CTA_MAX + 1] = {
 	[CTA_ID]		= MNL_TYPE_U32,
 };
 
-/* One connection to delete, named as the dump named it. */
+/* One connection to delete (or to mark), named as the dump named it. */
 struct ct_doomed {
 	alignas(struct nlattr) unsigned char tuple[CT_TUPLE_BYTES];
 	uint16_t	tuple_len;	/* CTA_TUPLE_ORIG's payload */
 	bool		has_zone, has_id;
 	uint16_t	zone;		/* as sent: network order */
 	uint32_t	id;
+	uint32_t	mark;		/* nfq_ct_revise: the mark it gets */
+	struct nfq_ct_end e;		/* nfq_ct_revise: as the dump had it */
 };
 
 struct ct_flush {
@@ -786,6 +788,10 @@ struct ct_flush {
 	uint32_t		 seq;
 	nfq_ct_match_cb		 match;
 	void			*match_arg;
+	/* nfq_ct_revise: marks instead of deletes */
+	nfq_ct_revise_cb	 revise;
+	nfq_ct_revised_cb	 revised;
+	uint32_t		 mask;
 	struct ct_doomed	*doomed;
 	size_t			 n, cap;
 	bool			 damaged;	/* an entry that did not parse */
@@ -813,6 +819,8 @@ flush_dump_cb(const struct nlmsghdr *nlh, void *data)
 	const struct nlattr *tuple[CTA_TUPLE_MAX + 1];
 	const struct nlattr *ip[CTA_IP_MAX + 1];
 	struct ct_doomed *d;
+	struct nfq_ct_end e;
+	uint32_t mark = 0;
 	size_t len;
 
 	if (nlh->nlmsg_type != CT_NEW_TYPE ||
@@ -835,6 +843,15 @@ flush_dump_cb(const struct nlmsghdr *nlh, void *data)
 	 * ignores it and sends everything */
 	if (!f->match(f->match_arg, mnl_attr_get_u32(ip[CTA_IP_V4_SRC])))
 		return MNL_CB_OK;
+	if (f->revise != NULL) {
+		if (ct_parse(nlh, nlh->nlmsg_len, CT_NEW_TYPE, &e) !=
+		    NFQ_CT_EVENT) {
+			f->damaged = true;
+			return MNL_CB_OK;
+		}
+		if ((mark = f->revise(f->match_arg, &e)) == 0)
+			return MNL_CB_OK;
+	}
 	len = mnl_attr_get_payload_len(cta[CTA_TUPLE_ORIG]);
 	if (len > CT_TUPLE_BYTES) {
 		f->damaged = true;
@@ -858,6 +875,10 @@ flush_dump_cb(const struct nlmsghdr *nlh, void *data)
 	d->zone = d->has_zone ? mnl_attr_get_u16(cta[CTA_ZONE]) : 0;
 	d->has_id = cta[CTA_ID] != NULL;
 	d->id = d->has_id ? mnl_attr_get_u32(cta[CTA_ID]) : 0;
+	if (f->revise != NULL) {
+		d->mark = mark;
+		d->e = e;
+	}
 	return MNL_CB_OK;
 }
 
@@ -912,9 +933,10 @@ flush_dump(struct ct_flush *f, const uint32_t *filter)
 
 /*
  * Deletes doomed[0 .. n) (n <= CT_DELETE_BATCH) in one datagram, one
- * acknowledged request each. Adds those deleted to *deleted; ENOENT (gone
- * meanwhile, or a new connection with the same tuple: CTA_ID tells them
- * apart) is no failure. -1 with errno: the first other error.
+ * acknowledged request each; with f->revise, sets their marks instead.
+ * Adds those done to *deleted; ENOENT (gone meanwhile, or a new connection
+ * with the same tuple: CTA_ID tells them apart) is no failure. -1 with
+ * errno: the first other error.
  */
 static int
 flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
@@ -928,12 +950,19 @@ flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
 	ssize_t r;
 
 	for (i = 0; i < n; i++) {
-		nlh = ct_request(req + len, CT_DELETE_TYPE, NLM_F_ACK, ++f->seq);
+		/* IPCTNL_MSG_CT_NEW without NLM_F_CREATE changes the entry
+		 * the tuple names (it takes no CTA_ID) */
+		nlh = ct_request(req + len, f->revise != NULL ? CT_NEW_TYPE :
+		    CT_DELETE_TYPE, NLM_F_ACK, ++f->seq);
 		mnl_attr_put(nlh, CTA_TUPLE_ORIG | NLA_F_NESTED,
 		    doomed[i].tuple_len, doomed[i].tuple);
 		if (doomed[i].has_zone)
 			mnl_attr_put_u16(nlh, CTA_ZONE, doomed[i].zone);
-		if (doomed[i].has_id)
+		if (f->revise != NULL) {
+			mnl_attr_put_u32(nlh, CTA_MARK,
+			    htonl(doomed[i].mark & f->mask));
+			mnl_attr_put_u32(nlh, CTA_MARK_MASK, htonl(f->mask));
+		} else if (doomed[i].has_id)
 			mnl_attr_put_u32(nlh, CTA_ID, doomed[i].id);
 		len += nlh->nlmsg_len;
 	}
@@ -957,9 +986,12 @@ flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
 				continue;
 			e = mnl_nlmsg_get_payload(a);
 			answered++;
-			if (e->error == 0)
+			if (e->error == 0) {
 				(*deleted)++;
-			else if (e->error != -ENOENT && failed == 0)
+				if (f->revised != NULL)
+					f->revised(f->match_arg,
+					    &doomed[a->nlmsg_seq - first].e);
+			} else if (e->error != -ENOENT && failed == 0)
 				failed = -e->error;
 		}
 	}
@@ -1001,7 +1033,7 @@ flush_socket(char *err, size_t errlen)
  */
 static int
 ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
-    void *arg, char *err, size_t errlen)
+    void *arg, const struct ct_flush *revise, char *err, size_t errlen)
 {
 	struct ct_flush *f;
 	int deleted = 0, rc = -1, pass;
@@ -1015,6 +1047,11 @@ ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
 	f->nl = nl;
 	f->match = match;
 	f->match_arg = arg;
+	if (revise != NULL) {
+		f->revise = revise->revise;
+		f->revised = revise->revised;
+		f->mask = revise->mask;
+	}
 	for (pass = 0;; pass++) {
 		if (flush_dump(f, filter) == -1) {
 			/* a kernel that knows CTA_FILTER but not this use of
@@ -1047,8 +1084,9 @@ ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
 			k = f->n - i < CT_DELETE_BATCH ? f->n - i :
 			    CT_DELETE_BATCH;
 			if (flush_delete(f, f->doomed + i, k, &deleted) == -1) {
-				flush_err(err, errlen, "deleting a connection",
-				    errno);
+				flush_err(err, errlen, f->revise != NULL ?
+				    "marking a connection" :
+				    "deleting a connection", errno);
 				goto cleanup;
 			}
 		}
@@ -1128,8 +1166,8 @@ nfq_ct_flush_source(uint32_t saddr, char *err, size_t errlen)
 		mnl_socket_close(nl);
 		return -1;
 	}
-	return ct_flush(nl, &saddr, same_source, &saddr, err, errlen) == -1 ?
-	    -1 : 0;
+	return ct_flush(nl, &saddr, same_source, &saddr, NULL, err, errlen) ==
+	    -1 ? -1 : 0;
 }
 
 int
@@ -1140,5 +1178,49 @@ nfq_ct_flush_match(nfq_ct_match_cb match, void *arg, char *err,
 
 	if ((nl = flush_socket(err, errlen)) == NULL)
 		return -1;
-	return ct_flush(nl, NULL, match, arg, err, errlen);
+	return ct_flush(nl, NULL, match, arg, NULL, err, errlen);
+}
+
+struct revise_arg {
+	uint32_t		 saddr;
+	nfq_ct_revise_cb	 revise;
+	nfq_ct_revised_cb	 revised;
+	void			*arg;
+};
+
+static bool
+revise_source(void *arg, uint32_t saddr)
+{
+	return saddr == ((const struct revise_arg *)arg)->saddr;
+}
+
+static uint32_t
+revise_one(void *arg, const struct nfq_ct_end *e)
+{
+	const struct revise_arg *r = arg;
+
+	return r->revise(r->arg, e);
+}
+
+static void
+revised_one(void *arg, const struct nfq_ct_end *e)
+{
+	const struct revise_arg *r = arg;
+
+	if (r->revised != NULL)
+		r->revised(r->arg, e);
+}
+
+int
+nfq_ct_revise(uint32_t saddr, uint32_t mask, nfq_ct_revise_cb revise,
+    nfq_ct_revised_cb revised, void *arg, char *err, size_t errlen)
+{
+	struct revise_arg r = { saddr, revise, revised, arg };
+	struct ct_flush how = { .revise = revise_one, .revised = revised_one,
+	    .mask = mask };
+	struct mnl_socket *nl;
+
+	if ((nl = flush_socket(err, errlen)) == NULL)
+		return -1;
+	return ct_flush(nl, &saddr, revise_source, &r, &how, err, errlen);
 }

@@ -618,6 +618,26 @@ typedef bool (*nfq_ct_match_cb)(void *arg, uint32_t saddr);
 int nfq_ct_flush_match(nfq_ct_match_cb match, void *arg, char *err,
     size_t errlen);
 
+/* The mark an entry is to get (0: it keeps its own), from what the dump
+ * said of it. */
+typedef uint32_t (*nfq_ct_revise_cb)(void *arg, const struct nfq_ct_end *e);
+/* An entry whose mark was changed, as the dump had it (its counters). */
+typedef void (*nfq_ct_revised_cb)(void *arg, const struct nfq_ct_end *e);
+
+/*
+ * Changes the marks of the IPv4 entries whose original source is saddr
+ * (network order): the kernel dumps them (filtered where it can), revise
+ * picks the mark of each, whose bits under mask are set (acknowledged
+ * requests, in batches), and revised hears of each one changed (NULL:
+ * not told). One gone meanwhile is no error. The table is read again
+ * when the dump came in pieces and may have skipped one, so revise must
+ * answer 0 for an entry that already has its new mark. Returns the
+ * number changed, or -1 with a message in err: some may be left. Same
+ * namespace and threading as above.
+ */
+int nfq_ct_revise(uint32_t saddr, uint32_t mask, nfq_ct_revise_cb revise,
+    nfq_ct_revised_cb revised, void *arg, char *err, size_t errlen);
+
 /* ---- SYNs accepted in the kernel (fastsyn.c) ------------------------------ */
 
 /*

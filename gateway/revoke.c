@@ -1,0 +1,119 @@
+/*
+ * revoke.c: what a policy set takes away from connections already open.
+ *
+ * A connection is decided at its start; left alone, one open before a
+ * `policy set` would go on under the policy that no longer holds, which
+ * is the moment an operator revoking access in an incident needs it to
+ * hold. So the sandbox's connections are read from conntrack, and each
+ * one that the old policy let start and the new one would refuse gets the
+ * deny mark: nothing more of it passes either way (the ruleset rejects
+ * the client's next packet with a reset and drops the server's), and its
+ * row ends with end_state "revoked" and its counters so far.
+ *
+ * "Would refuse" is the new policy's decision of the connection's SYN,
+ * with the bindings the resolver holds now, beside the old policy's on
+ * the same: only what the change took away is cut. A connection whose
+ * binding has expired since it started is refused by both and is left
+ * alone, as is one to an address still bound to a name the new policy
+ * allows on its port (which name the connection was admitted with is not
+ * kept beyond the flow table's 2 s).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/gw.h"
+#include "gateway/verdict.h"
+
+struct revoke {
+	struct gw		*gw;
+	struct gw_sandbox	*sb;
+	struct gw_decide_ctx	 was, now;
+	int			 cut;
+};
+
+static uint32_t
+revise(void *arg, const struct nfq_ct_end *e)
+{
+	struct revoke *r = arg;
+	struct gw_decision before, after;
+	struct nfq_tuple t;
+	uint32_t m = e->mark & GW_MARK_MASK;
+
+	/* decided connections only: an undecided one (a SYN's) is decided
+	 * by the new policy, a denied one stays so */
+	if (m != GW_MARK_ALLOW && m != GW_MARK_INSPECT && m != GW_MARK_VERIFY)
+		return 0;
+	memset(&t, 0, sizeof(t));
+	t.proto = e->proto;
+	t.saddr = e->saddr;
+	t.daddr = e->daddr;
+	t.sport = e->sport;
+	t.dport = e->dport;
+	gw_decide(&r->was, &t, &before);
+	gw_decide(&r->now, &t, &after);
+	if (before.verdict == GW_DENY || after.verdict != GW_DENY)
+		return 0;
+	/* a flight not decided yet will be, under the new policy */
+	if (gw_inspect_undecided(r->gw, r->sb, e))
+		return 0;
+	return GW_MARK_DENY;
+}
+
+static void
+revised(void *arg, const struct nfq_ct_end *e)
+{
+	struct revoke *r = arg;
+	struct store_flow_end fe;
+	struct in_addr a;
+	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
+
+	r->cut++;
+	/* a proof still awaited must not give it its allow mark back */
+	gw_inspect_revoked(r->gw, r->sb, e);
+	memset(&fe, 0, sizeof(fe));
+	fe.ts_us = store_now_us();
+	fe.proto = nfq_proto_name(e->proto);
+	a.s_addr = e->saddr;
+	inet_ntop(AF_INET, &a, fe.src_ip, sizeof(fe.src_ip));
+	a.s_addr = e->daddr;
+	inet_ntop(AF_INET, &a, fe.dst_ip, sizeof(fe.dst_ip));
+	fe.src_port = ports ? e->sport : -1;
+	fe.dst_port = ports ? e->dport : -1;
+	fe.bytes_out = e->bytes_orig;
+	fe.packets_out = e->packets_orig;
+	fe.bytes_in = e->bytes_reply;
+	fe.packets_in = e->packets_reply;
+	fe.end_state = "revoked";
+	if (store_put_flow_end(r->gw->store, &fe) == -1)
+		r->gw->denied_unlogged++;
+}
+
+int
+gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
+    char *err, size_t errlen)
+{
+	struct revoke r;
+	int n;
+
+	memset(&r, 0, sizeof(r));
+	r.gw = gw;
+	r.sb = sb;
+	r.was = (struct gw_decide_ctx){
+		.policy = old,
+		.sandbox_addr = sb->addr,
+		.pool_net = gw->pool_net,
+		.pool_mask = gw->pool_mask,
+		.uplink = { gw->uplink[0], gw->uplink[1] },
+		.bindings = gw->bindings,
+		.sandbox_id = sb->slot,
+		.now_ms = gw_now_ms(),
+	};
+	r.now = r.was;
+	r.now.policy = sb->policy;
+	n = nfq_ct_revise(sb->addr, GW_MARK_MASK, revise, revised, &r, err,
+	    errlen);
+	gw->revoked += (uint64_t)r.cut;
+	return n == -1 ? -1 : r.cut;
+}

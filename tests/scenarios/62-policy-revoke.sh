@@ -1,0 +1,165 @@
+#!/bin/bash
+# 62-policy-revoke: a `policy set` cuts the open connections the new policy
+# refuses and that the old one let start, and only those: from the cut on,
+# no byte of theirs reaches the server (the attacker's sniffer, nginx's log),
+# the client's next send is reset, and each row ends "revoked" with its
+# counters. A connection the new policy still allows goes on.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init policy-revoke
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+
+cat > "$TB_DIR/p1.json" <<EOF
+{"network": {"allowedDomains": ["a.test:443"]},
+ "sluice": {"allowedCidrs": ["$TB_ADDR_ATK:4444"]}}
+EOF
+cat > "$TB_DIR/p2.json" <<EOF
+{"network": {"allowedDomains": ["a.test:443"]}}
+EOF
+cat > "$TB_DIR/p3.json" <<EOF
+{"network": {"allowedDomains": ["b.test:443"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/p1.json"
+tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
+
+# two connections kept open: to the attacker (allowed by a CIDR), a line
+# every 0.2 s; and to a.test over TLS, one request per flag file
+tb_in a "$TB_PY" - "$TB_ADDR_ATK" > "$TB_DIR/ticker.out" 2>&1 <<'EOF' &
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 4444), timeout=3)
+n = 0
+try:
+    for _ in range(60):
+        s.sendall(b"line-%d\n" % n)
+        n += 1
+        time.sleep(0.2)
+    print("never cut")
+except OSError as e:
+    print("%s after %d lines" % (type(e).__name__, n))
+EOF
+ticker=$!
+tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_CA" "$TB_DIR" > "$TB_DIR/tls.out" 2>&1 <<'EOF' &
+import os, socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+raw = socket.create_connection((sys.argv[1], 443), timeout=3)
+s = ctx.wrap_socket(raw, server_hostname="a.test")
+def get(path):
+    s.sendall(b"GET /%s HTTP/1.1\r\nHost: a.test\r\n\r\n" % path.encode())
+    got = s.recv(4096).decode(errors="replace")
+    if not got:
+        raise EOFError("closed")
+    return got.split("\r\n", 1)[0]
+def wait(flag):
+    for _ in range(100):
+        if os.path.exists(sys.argv[3] + "/" + flag):
+            return
+        time.sleep(0.05)
+for path, flag in (("one", "go1"), ("two", "go2"), ("three", None)):
+    try:
+        print(path, get(path), flush=True)
+    except (OSError, EOFError) as e:
+        print(path, type(e).__name__, flush=True)
+        break
+    if flag:
+        open(sys.argv[3] + "/" + flag + ".ready", "w").close()
+        wait(flag)
+EOF
+tls=$!
+ready() { [ -e "$TB_DIR/$1.ready" ]; }
+# late PORT T: packets with payload to PORT the attacker's sniffer saw
+# after T (seconds since the epoch, the clock every namespace shares)
+late() {
+	"$TB_PY" - "$TB_DIR/attacker.packets" "$1" "$2" <<'EOF'
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if (r.get("dport") == int(sys.argv[2]) and r.get("len", 0) > 0
+            and r["ts"] > float(sys.argv[3])):
+        n += 1
+print(n)
+EOF
+}
+tb_wait_count 0 5 eval 'ready go1 && echo 0' >/dev/null
+tb_check "the TLS client's first request answered" ready go1
+sleep 0.6
+tb_assert_eq "$(tb_sql "SELECT dst_port, reason FROM flows WHERE dst_port IN (443, 4444)
+    AND verdict = 'allow' ORDER BY dst_port")" "443|allowed_domain
+4444|allowed_cidr" "both connections have their allow rows"
+
+# p2 drops the CIDR: the attacker's connection is cut, a.test's is not
+tb_check "policy set p2" tb_sluice policy set "${P}-a" "$TB_DIR/p2.json"
+t_cut=$(date +%s.%N)
+touch "$TB_DIR/go1"
+tb_wait_count 0 5 eval 'ready go2 && echo 0' >/dev/null
+tb_check "the TLS client's second request answered" ready go2
+
+# p3 allows b.test only: a.test's connection is cut now (within nginx's
+# 5 s keep-alive: a request after it would end for that reason)
+tb_check "policy set p3" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
+touch "$TB_DIR/go2"
+wait "$tls"
+wait "$ticker"
+tb_assert_match "$(cat "$TB_DIR/ticker.out")" "^(ConnectionResetError|BrokenPipeError) after [0-9]+ lines$" \
+    "the attacker connection: the client's next send after the cut is reset"
+# the far side: lines reached the attacker up to the cut, none after it
+sleep 1.5
+tb_assert_match "$(tb_attacker_received)" "line-2" "the attacker got the lines sent before the cut"
+tb_assert_eq "$(late 4444 "$t_cut")" 0 "no byte of it reached the attacker after the policy set"
+tb_wait_rows "SELECT count(*) FROM flows WHERE end_state = 'revoked'" 2 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason, end_state, bytes_out > 0 FROM flows
+    WHERE end_state IS NOT NULL AND dst_port = 4444")" \
+    "4444|allow|allowed_cidr|revoked|1" "the attacker connection's row ends revoked, with its bytes"
+
+# (Python's ssl reads the reset as an end of the stream)
+tb_assert_match "$(cat "$TB_DIR/tls.out" | tr '\n' ' ')" \
+    "^one HTTP/1.1 200 OK two HTTP/1.1 200 OK three (ConnectionResetError|EOFError) $" \
+    "a.test: served under p1 and p2, reset under p3"
+sleep 0.3
+tb_assert_eq "$(grep -c '"GET /one' "$TB_DIR/nginx.access.log") $(grep -c '"GET /two' "$TB_DIR/nginx.access.log") $(grep -c '"GET /three' "$TB_DIR/nginx.access.log")" \
+    "1 1 0" "nginx served one and two, never saw three"
+tb_assert_eq "$(tb_sql "SELECT dst_port, reason, end_state FROM flows
+    WHERE end_state = 'revoked' ORDER BY id")" \
+    "4444|allowed_cidr|revoked
+443|allowed_domain|revoked" "both rows end revoked"
+tb_assert_eq "$(tb_status revoked)" 2 "sluice status counts two"
+tb_assert_match "$(tb_sluice stats --prometheus)" "sluice_revoked_connections_total 2" "and the metric"
+tb_assert_match "$(cat "$TB_DIR/sluiced.log")" "1 connection the new policy refuses cut" "sluiced's log says so"
+
+# a policy set that takes nothing away cuts nothing
+tb_check "policy set p3 again" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
+tb_assert_eq "$(tb_status revoked)" 2 "nothing more cut"
+
+# audit mode lets a refused connection through; the switch to enforce
+# cuts it (the old policy let it start, the new one refuses it)
+cat > "$TB_DIR/audit.json" <<EOF
+{"network": {"allowedDomains": ["b.test:443"]}, "sluice": {"mode": "audit"}}
+EOF
+tb_check "policy set audit" tb_sluice policy set "${P}-a" "$TB_DIR/audit.json"
+tb_in a "$TB_PY" - "$TB_ADDR_ATK" > "$TB_DIR/audit.out" 2>&1 <<'EOF' &
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 5555), timeout=3)
+n = 0
+try:
+    for _ in range(40):
+        s.sendall(b"audited-%d\n" % n)
+        n += 1
+        time.sleep(0.2)
+    print("never cut")
+except OSError as e:
+    print("%s after %d lines" % (type(e).__name__, n))
+EOF
+audited=$!
+sleep 0.8
+tb_check "policy set enforce" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
+t_cut=$(date +%s.%N)
+wait "$audited"
+tb_assert_match "$(cat "$TB_DIR/audit.out")" "^(ConnectionResetError|BrokenPipeError) after [0-9]+ lines$" \
+    "the audited connection is reset after the switch to enforce"
+sleep 0.3
+tb_assert_eq "$(late 5555 "$t_cut")" 0 "no byte of it reached the attacker after the switch"
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason, end_state FROM flows
+    WHERE dst_port = 5555")" "5555|audit|no_dns_binding|revoked" "its row: audit, ended revoked"
+tb_assert_eq "$(tb_status revoked)" 3 "three cut in all"
+tb_check "sluiced is still running" kill -0 "$TB_SLUICED_PID"
+tb_done

@@ -19,6 +19,7 @@
  * kept beyond the flow table's 2 s).
  */
 #include <arpa/inet.h>
+#include <linux/netfilter/nf_conntrack_tcp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,14 @@ revise(void *arg, const struct nfq_ct_end *e)
 	/* decided connections only: an undecided one (a SYN's) is decided
 	 * by the new policy, a denied one stays so */
 	if (m != GW_MARK_ALLOW && m != GW_MARK_INSPECT && m != GW_MARK_VERIFY)
+		return 0;
+	/* a TCP connection both ends have closed, or one reset, carries
+	 * nothing more: its entry lingers, and its row gets its own end
+	 * (a half-closed one may still carry bytes, and is cut) */
+	if (e->proto == IPPROTO_TCP &&
+	    (e->tcp_state == TCP_CONNTRACK_LAST_ACK ||
+	    e->tcp_state == TCP_CONNTRACK_TIME_WAIT ||
+	    e->tcp_state == TCP_CONNTRACK_CLOSE))
 		return 0;
 	memset(&t, 0, sizeof(t));
 	t.proto = e->proto;

@@ -87,6 +87,21 @@ tb_assert_eq "$(tb_sql "SELECT dst_port, reason FROM flows WHERE dst_port IN (44
     AND verdict = 'allow' ORDER BY dst_port")" "443|allowed_domain
 4444|allowed_cidr" "both connections have their allow rows"
 
+# a connection to the attacker that has ended (both FINs: its conntrack
+# entry lingers in TIME_WAIT) is no open connection to cut
+done_port=$(tb_in a "$TB_PY" - "$TB_ADDR_ATK" <<'EOF'
+import socket, sys
+s = socket.create_connection((sys.argv[1], 4444), timeout=3)
+s.sendall(b"done\n")
+s.recv(64)
+while s.recv(64):
+    pass
+print(s.getsockname()[1])
+s.close()
+EOF
+)
+sleep 0.2
+
 # p2 drops the CIDR: the attacker's connection is cut, a.test's is not
 tb_check "policy set p2" tb_sluice policy set "${P}-a" "$TB_DIR/p2.json"
 t_cut=$(date +%s.%N)
@@ -110,6 +125,9 @@ tb_wait_rows "SELECT count(*) FROM flows WHERE end_state = 'revoked'" 2 >/dev/nu
 tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason, end_state, bytes_out > 0 FROM flows
     WHERE end_state IS NOT NULL AND dst_port = 4444")" \
     "4444|allow|allowed_cidr|revoked|1" "the attacker connection's row ends revoked, with its bytes"
+tb_assert_eq "$(tb_sql "SELECT verdict, ifnull(end_state, 'open') FROM flows
+    WHERE src_port = $done_port")" "allow|open" \
+    "the ended one is not cut (its end comes when conntrack lets it go)"
 
 # (Python's ssl reads the reset as an end of the stream)
 tb_assert_match "$(cat "$TB_DIR/tls.out" | tr '\n' ' ')" \

@@ -17,6 +17,8 @@ ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(CPPFLAGS)
 PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto libndpi libpcap
 LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 B       := build
+# the builds `make test` makes, on every CPU (the scenarios stay one at a time)
+JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
 
 ifeq ($(V),1)
 Q :=
@@ -81,14 +83,14 @@ ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 # 33 (its waits are timers) and 49/49b (scale) only in the plain run, to
 # keep `make test` within its 15 minutes on a slow VM
-ASAN_SCENARIOS ?= [12]* 3[0-2]* 4[0-8]* 49c* 51*
+ASAN_SCENARIOS ?= [12]* 3[0-2]* 4[0-8]* 49c* 51* 62*
 
 # The README's test command: set-up, build, unit tests (plain and under
 # ASan+UBSan), the scenarios, and part of them again with sanitized programs.
 test: deps
-	$(Q)$(MAKE) --no-print-directory all $(UNITBIN)
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) all $(UNITBIN)
 	$(Q)sh tests/run-unit.sh $(UNITBIN)
-	$(Q)$(MAKE) --no-print-directory asan
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) asan
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)sh tests/run-scenarios.sh
 	$(Q)DIR=$(CURDIR)/tests/adversarial sh tests/run-scenarios.sh
@@ -105,7 +107,7 @@ test: deps
 # which fails the scenario).
 TSAN_SCENARIOS ?= 5[24]*
 tsan:
-	$(Q)$(MAKE) --no-print-directory B=build-tsan \
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) B=build-tsan \
 	    CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=thread" build-tsan/sluiced build-tsan/sluice
 	@echo "== scenarios $(TSAN_SCENARIOS) with sluiced under ThreadSanitizer"
@@ -117,10 +119,14 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)sh tests/demo.sh
 
-# ASan + UBSan build of the unit tests.
+# ASan + UBSan build of the unit tests (built first, then run: `unit`
+# runs them one after another).
 asan:
 	$(Q)$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
-	    LDFLAGS="-fsanitize=address,undefined" all unit
+	    LDFLAGS="-fsanitize=address,undefined" all \
+	    $(UNITBIN:$(B)/%=build-asan/%)
+	$(Q)$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_CFLAGS)" \
+	    LDFLAGS="-fsanitize=address,undefined" unit
 
 # libFuzzer target for the DNS message parsers, run briefly on a copy of the
 # seed corpus so that new inputs stay out of the tree. Needs clang and its
@@ -146,23 +152,26 @@ $(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) dns/dns.h nfq/nfq.h gateway/po
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*)
 
+# The fuzzers are built together, then run JOBS at a time, each for
+# FUZZ_TIME seconds of its own.
 fuzz:
 	$(Q)if ! $(FUZZ_PROBE); then \
 		echo "fuzz: skipped (no clang fuzzer runtime)"; exit 0; fi; \
-	for f in $(FUZZERS); do \
-		$(MAKE) --no-print-directory -s $(B)/fuzz_$$f || exit 1; \
-		rm -rf $(B)/fuzz/corpus_$$f && mkdir -p $(B)/fuzz && \
-		cp -R tests/fuzz/corpus_$$f $(B)/fuzz/corpus_$$f && \
-		if $(B)/fuzz_$$f -max_total_time=$(FUZZ_TIME) \
-		    -artifact_prefix=$(B)/fuzz/$$f- $(B)/fuzz/corpus_$$f \
-		    >$(B)/fuzz/fuzz_$$f.log 2>&1; then \
-			echo "fuzz: $$f: $$(grep '^Done' $(B)/fuzz/fuzz_$$f.log)"; \
+	$(MAKE) --no-print-directory -s -j$(JOBS) \
+	    $(addprefix $(B)/fuzz_,$(FUZZERS)) || exit 1; \
+	mkdir -p $(B)/fuzz && \
+	printf '%s\n' $(FUZZERS) | xargs -P $(JOBS) -I@ sh -c '\
+		rm -rf $(B)/fuzz/corpus_@ && \
+		cp -R tests/fuzz/corpus_@ $(B)/fuzz/corpus_@ && \
+		if $(B)/fuzz_@ -max_total_time=$(FUZZ_TIME) \
+		    -artifact_prefix=$(B)/fuzz/@- $(B)/fuzz/corpus_@ \
+		    >$(B)/fuzz/fuzz_@.log 2>&1; then \
+			echo "fuzz: @: $$(grep "^Done" $(B)/fuzz/fuzz_@.log)"; \
 		else \
-			tail -n 40 $(B)/fuzz/fuzz_$$f.log; \
-			echo "fuzz: $$f FAILED (crash input under $(B)/fuzz/)"; \
-			exit 1; \
-		fi; \
-	done
+			tail -n 40 $(B)/fuzz/fuzz_@.log; \
+			echo "fuzz: @ FAILED (crash input under $(B)/fuzz/)"; \
+			exit 255; \
+		fi' 
 
 # The benchmark (issue 8): sluice against plain forwarding, conntrack,
 # tinyproxy, squid and dnsmasq, in namespaces; about 8 minutes on 2 CPUs. Writes

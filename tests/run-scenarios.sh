@@ -10,6 +10,8 @@
 #   V=1              print every scenario's output, not only a failure's
 #   TB_TIMEOUT=S     seconds one scenario may take (default 120)
 #   TB_KEEP=1        keep each run's TB_DIR (logs, records, flows.db)
+#   TB_TLS_CACHE=DIR where the test CA made by the first scenario is kept
+#                    for the others (default: a directory of this run's)
 #
 # A scenario passes with exit 0, is skipped with exit 77 and fails
 # otherwise, and also when it leaves a namespace of its run behind.
@@ -35,7 +37,15 @@ limit=${TB_TIMEOUT:-120}
 out=${TB_OUT:-$here/out}
 mkdir -p "$out"
 state=$(mktemp /tmp/sluice-scenarios.XXXXXX)
-trap 'rm -f "$state"' EXIT
+# the test CA and certificates, made by the first scenario, copied by the
+# others (testbed.sh)
+tls_made=
+if [ -z "${TB_TLS_CACHE:-}" ]; then
+	TB_TLS_CACHE=$(mktemp -d /tmp/sluice-tls.XXXXXX)
+	tls_made=$TB_TLS_CACHE
+fi
+export TB_TLS_CACHE
+trap 'rm -f "$state"; [ -z "$tls_made" ] || rm -rf "$tls_made"' EXIT
 
 # Cleans up after a scenario that could not (killed by the timeout):
 # every run it started is recorded in $state as "PREFIX DIR".

@@ -1,11 +1,11 @@
 #!/bin/bash
 # 57-http-idle: an HTTP connection's bare ACKs pass in the kernel, so
 # sluiced knows a kept-alive connection is in use from conntrack's counters
-# (asked once it has been idle for --http-idle, here 6 s). Two kept-alive
+# (asked once it has been idle for --http-idle, here 3 s). Two kept-alive
 # connections to plain.test, at once:
-#   X downloads 1 MiB at 64 KiB/s (16 s, its client sending only ACKs),
+#   X downloads 1 MiB at 128 KiB/s (8 s, its client sending only ACKs),
 #     then asks again on the same connection: answered, still read;
-#   Y asks once, then sends nothing for 14 s: forgotten (between one and
+#   Y asks once, then sends nothing for 7 s: forgotten (between one and
 #     two idle periods after its last packet), its next request refused
 #     before nginx sees it.
 # Then, with --http-idle 30, one connection Z asks, is silent for 13 s and
@@ -16,7 +16,7 @@
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init http-idle
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
-tb_sluiced_start --http-idle 6 || { tb_fail "sluiced up"; tb_done; }
+tb_sluiced_start --http-idle 3 || { tb_fail "sluiced up"; tb_done; }
 
 cat > "$TB_DIR/policy.json" <<EOF
 {"network": {"allowedDomains": ["plain.test"]}}
@@ -46,7 +46,7 @@ def y():
     c = http.client.HTTPConnection(addr, 80, timeout=30)
     r = ask(c, "/idle")
     out["y1"] = r.decode().strip() if isinstance(r, bytes) else r
-    time.sleep(14 - (time.time() - t0))
+    time.sleep(7 - (time.time() - t0))
     r = ask(c, "/idle")
     out["y2"] = r.decode().strip() if isinstance(r, bytes) else r
 ts = [threading.Thread(target=f) for f in (x, y)]
@@ -60,11 +60,11 @@ wait $!
 read -r x1 xs x2 y1 y2 < "$TB_DIR/clients.out"
 echo "clients: $x1 $xs $x2 $y1 $y2"
 tb_assert_eq "$x1" "x1=$TB_BIG_BYTES" "X: 1 MiB downloaded"
-tb_check "X: the download took longer than two idle periods ($xs)" [ "${xs#xs=}" -ge 13 ]
+tb_check "X: the download took longer than two idle periods ($xs)" [ "${xs#xs=}" -ge 7 ]
 tb_assert_eq "$x2" "x2=idle-ok" "X: the next request on it answered (in use, by conntrack's counts)"
 tb_assert_eq "$y1" "y1=idle-ok" "Y: first request answered"
 tb_assert_match "$y2" "^y2=(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
-    "Y: its request after 14 s silent refused"
+    "Y: its request after 7 s silent refused"
 
 sleep 0.3
 tb_assert_eq "$(grep -c '"GET /slow.bin' "$TB_DIR/nginx.access.log")" 1 "nginx served slow.bin"

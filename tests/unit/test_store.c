@@ -3089,7 +3089,7 @@ test_retention_bounded(void **state)
 	s = open_ok(fx->path, &opts);
 	store_set_purge_interval(s, 100);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (since(&t0) < 5.0) {
+	while (since(&t0) < 3.5) {
 		for (i = 0; i < 20; i++) {
 			make_flow(&f, store_now_us() - DAY_US + 500000, 443);
 			fill(f.rule, sizeof(f.rule), 'r');
@@ -3099,7 +3099,7 @@ test_retention_bounded(void **state)
 		}
 		usleep(5000);
 		size = db_size(fx->path);
-		if (warm == 0 && since(&t0) >= 2.0) {
+		if (warm == 0 && since(&t0) >= 1.5) {
 			warm = size;
 			put_warm = put;
 		}
@@ -3117,7 +3117,7 @@ test_retention_bounded(void **state)
 	assert_true(rows <= put - (int64_t)stats.purged);
 	assert_true((int64_t)stats.purged > put / 2);
 	/*
-	 * After the warm-up, rows of over 550 bytes each went in for three
+	 * After the warm-up, rows of over 550 bytes each went in for two
 	 * seconds, several times what the file grew by, if at all.
 	 */
 	assert_true(warm > 0);

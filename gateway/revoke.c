@@ -14,9 +14,14 @@
  * with the bindings the resolver holds now, beside the old policy's on
  * the same: only what the change took away is cut. A connection whose
  * binding has expired since it started is refused by both and is left
- * alone, as is one to an address still bound to a name the new policy
- * allows on its port (which name the connection was admitted with is not
- * kept beyond the flow table's 2 s).
+ * alone. Where the SYN would still pass (its address is bound to another
+ * name the new policy allows), a connection whose first flight was read
+ * is judged by the name it presented, its SNI or HTTP Host, read back
+ * from its row: cut if the old policy let that name in on its port and
+ * the new one does not (a CDN address shared by a revoked name and an
+ * allowed one). Its row is written by then, but for one decided within
+ * the writer's last batch or so: the log is flushed first, for up to
+ * REVOKE_FLUSH_MS.
  */
 #include <arpa/inet.h>
 #include <linux/netfilter/nf_conntrack_tcp.h>
@@ -24,15 +29,53 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dns/dns.h"
 #include "gateway/gw.h"
+#include "gateway/log.h"
 #include "gateway/verdict.h"
+
+#define REVOKE_FLUSH_MS	200
 
 struct revoke {
 	struct gw		*gw;
 	struct gw_sandbox	*sb;
 	struct gw_decide_ctx	 was, now;
+	struct store_reader	*log;	/* NULL: names not read back */
 	int			 cut;
 };
+
+/* Whether policy p lets name in on port: allowed, or anything in audit. */
+static bool
+lets_in(const struct policy *p, const char *name, uint16_t port)
+{
+	const struct policy_domain *rule;
+
+	return p->mode == POLICY_AUDIT ||
+	    policy_match_name(p, name, port, &rule) == POLICY_NAME_ALLOWED;
+}
+
+/* Whether the name e's first flight presented was let in by the old
+ * policy and is refused by the new one (false when not known). */
+static bool
+name_revoked(const struct revoke *r, const struct nfq_ct_end *e)
+{
+	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+	char presented[DNS_NAME_MAX + 1], name[DNS_NAME_MAX + 1];
+	struct in_addr a;
+
+	if (r->log == NULL)
+		return false;
+	a.s_addr = e->saddr;
+	inet_ntop(AF_INET, &a, src, sizeof(src));
+	a.s_addr = e->daddr;
+	inet_ntop(AF_INET, &a, dst, sizeof(dst));
+	if (store_reader_presented(r->log, src, e->sport, dst, e->dport,
+	    presented, sizeof(presented)) != 1 || presented[0] == '\0' ||
+	    !dns_name_normalize(presented, strlen(presented), name, NULL))
+		return false;
+	return lets_in(r->was.policy, name, e->dport) &&
+	    !lets_in(r->now.policy, name, e->dport);
+}
 
 static uint32_t
 revise(void *arg, const struct nfq_ct_end *e)
@@ -62,7 +105,13 @@ revise(void *arg, const struct nfq_ct_end *e)
 	t.dport = e->dport;
 	gw_decide(&r->was, &t, &before);
 	gw_decide(&r->now, &t, &after);
-	if (before.verdict == GW_DENY || after.verdict != GW_DENY)
+	if (before.verdict == GW_DENY)
+		return 0;
+	/* the SYN would pass: a connection whose name was read is judged
+	 * by that name */
+	if (after.verdict != GW_DENY && (e->proto != IPPROTO_TCP ||
+	    gw_inspect_kind(&after, e->dport) == GW_INSPECT_NONE ||
+	    !name_revoked(r, e)))
 		return 0;
 	/* a flight not decided yet will be, under the new policy */
 	if (gw_inspect_undecided(r->gw, r->sb, e))
@@ -121,8 +170,14 @@ gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
 	};
 	r.now = r.was;
 	r.now.policy = sb->policy;
+	/* the rows of connections decided a moment ago, written first */
+	(void)store_flush(gw->store, REVOKE_FLUSH_MS);
+	if ((r.log = store_reader_open(gw->cfg.db, err, errlen)) == NULL)
+		log_warnx("policy set: the names of open connections are not "
+		    "read back (%s): only their addresses are judged", err);
 	n = nfq_ct_revise(sb->addr, GW_MARK_MASK, revise, revised, &r, err,
 	    errlen);
+	store_reader_close(r.log);
 	gw->revoked += (uint64_t)r.cut;
 	return n == -1 ? -1 : r.cut;
 }

@@ -179,4 +179,25 @@ void store_set_retain_days(struct store *s, unsigned days);
 /* Wall clock in unix microseconds, for records. */
 int64_t store_now_us(void);
 
+/* ---- reading the log back (reader.c) --------------------------------- */
+
+struct store_reader;
+
+/* A read-only connection to the database at path (its own, apart from the
+ * writer's). NULL with a message in err. */
+struct store_reader *store_reader_open(const char *path, char *err,
+    size_t errlen);
+
+/*
+ * What the open TCP connection src_ip:src_port -> dst_ip:dst_port
+ * presented in its first flight, from its newest row that let it through
+ * and has no end yet: its SNI, else its HTTP Host, else "" (into name).
+ * 1 found, 0 no such row (not written yet, or none), -1 the database could
+ * not be read.
+ */
+int store_reader_presented(struct store_reader *r, const char *src_ip,
+    int src_port, const char *dst_ip, int dst_port, char *name, size_t len);
+
+void store_reader_close(struct store_reader *r);	/* NULL-safe */
+
 #endif

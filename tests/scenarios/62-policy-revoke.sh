@@ -38,34 +38,52 @@ except OSError as e:
     print("%s after %d lines" % (type(e).__name__, n))
 EOF
 ticker=$!
-tb_in a "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_CA" "$TB_DIR" > "$TB_DIR/tls.out" 2>&1 <<'EOF' &
+# tlsc NAME TAG: over one TLS connection with SNI NAME, GET /TAG-one, then
+# (once TAG-go1 exists) /TAG-two, then (TAG-go2) /TAG-three; prints each
+# status line or the error that ended it, to TAG.out; TAG-goN.ready says
+# the request before it was answered
+cat > "$TB_DIR/tlsc.py" <<'EOF'
 import os, socket, ssl, sys, time
-ctx = ssl.create_default_context(cafile=sys.argv[2])
-raw = socket.create_connection((sys.argv[1], 443), timeout=3)
-s = ctx.wrap_socket(raw, server_hostname="a.test")
+addr, ca, d, name, tag = sys.argv[1:6]
+ctx = ssl.create_default_context(cafile=ca)
+s = ctx.wrap_socket(socket.create_connection((addr, 443), timeout=3),
+                    server_hostname=name)
 def get(path):
-    s.sendall(b"GET /%s HTTP/1.1\r\nHost: a.test\r\n\r\n" % path.encode())
+    s.sendall(b"GET /%s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), name.encode()))
     got = s.recv(4096).decode(errors="replace")
     if not got:
         raise EOFError("closed")
     return got.split("\r\n", 1)[0]
 def wait(flag):
-    for _ in range(100):
-        if os.path.exists(sys.argv[3] + "/" + flag):
+    for _ in range(200):
+        if os.path.exists(flag):
             return
         time.sleep(0.05)
-for path, flag in (("one", "go1"), ("two", "go2"), ("three", None)):
+for step, flag in (("one", "go1"), ("two", "go2"), ("three", None)):
     try:
-        print(path, get(path), flush=True)
+        print(step, get(tag + "-" + step), flush=True)
     except (OSError, EOFError) as e:
-        print(path, type(e).__name__, flush=True)
+        print(step, type(e).__name__, flush=True)
         break
     if flag:
-        open(sys.argv[3] + "/" + flag + ".ready", "w").close()
-        wait(flag)
+        open("%s/%s-%s.ready" % (d, tag, flag), "w").close()
+        wait("%s/%s-%s" % (d, tag, flag))
 EOF
+tlsc() {
+	tb_in a "$TB_PY" "$TB_DIR/tlsc.py" "$TB_ADDR_HTTPS" "$TB_CA" "$TB_DIR" "$1" "$2" \
+	    > "$TB_DIR/$2.out" 2>&1
+}
+tlsc a.test t &
 tls=$!
 ready() { [ -e "$TB_DIR/$1.ready" ]; }
+# served TAG: the requests nginx logged of TAG's, "one two three" as seen
+served() {
+	local r x
+	for x in one two three; do
+		grep -q "\"GET /$1-$x " "$TB_DIR/nginx.access.log" && r="$r $x"
+	done
+	echo "${r# }"
+}
 # late PORT T: packets with payload to PORT the attacker's sniffer saw
 # after T (seconds since the epoch, the clock every namespace shares)
 late() {
@@ -80,8 +98,8 @@ for l in open(sys.argv[1]):
 print(n)
 EOF
 }
-tb_wait_count 0 5 eval 'ready go1 && echo 0' >/dev/null
-tb_check "the TLS client's first request answered" ready go1
+tb_wait_count 0 5 eval 'ready t-go1 && echo 0' >/dev/null
+tb_check "the TLS client's first request answered" ready t-go1
 sleep 0.6
 tb_assert_eq "$(tb_sql "SELECT dst_port, reason FROM flows WHERE dst_port IN (443, 4444)
     AND verdict = 'allow' ORDER BY dst_port")" "443|allowed_domain
@@ -105,14 +123,14 @@ sleep 0.2
 # p2 drops the CIDR: the attacker's connection is cut, a.test's is not
 tb_check "policy set p2" tb_sluice policy set "${P}-a" "$TB_DIR/p2.json"
 t_cut=$(date +%s.%N)
-touch "$TB_DIR/go1"
-tb_wait_count 0 5 eval 'ready go2 && echo 0' >/dev/null
-tb_check "the TLS client's second request answered" ready go2
+touch "$TB_DIR/t-go1"
+tb_wait_count 0 5 eval 'ready t-go2 && echo 0' >/dev/null
+tb_check "the TLS client's second request answered" ready t-go2
 
 # p3 allows b.test only: a.test's connection is cut now (within nginx's
 # 5 s keep-alive: a request after it would end for that reason)
 tb_check "policy set p3" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
-touch "$TB_DIR/go2"
+touch "$TB_DIR/t-go2"
 wait "$tls"
 wait "$ticker"
 tb_assert_match "$(cat "$TB_DIR/ticker.out")" "^(ConnectionResetError|BrokenPipeError) after [0-9]+ lines$" \
@@ -130,12 +148,11 @@ tb_assert_eq "$(tb_sql "SELECT verdict, ifnull(end_state, 'open') FROM flows
     "the ended one is not cut (its end comes when conntrack lets it go)"
 
 # (Python's ssl reads the reset as an end of the stream)
-tb_assert_match "$(cat "$TB_DIR/tls.out" | tr '\n' ' ')" \
+tb_assert_match "$(cat "$TB_DIR/t.out" | tr '\n' ' ')" \
     "^one HTTP/1.1 200 OK two HTTP/1.1 200 OK three (ConnectionResetError|EOFError) $" \
     "a.test: served under p1 and p2, reset under p3"
 sleep 0.3
-tb_assert_eq "$(grep -c '"GET /one' "$TB_DIR/nginx.access.log") $(grep -c '"GET /two' "$TB_DIR/nginx.access.log") $(grep -c '"GET /three' "$TB_DIR/nginx.access.log")" \
-    "1 1 0" "nginx served one and two, never saw three"
+tb_assert_eq "$(served t)" "one two" "nginx served one and two, never saw three"
 tb_assert_eq "$(tb_sql "SELECT dst_port, reason, end_state FROM flows
     WHERE end_state = 'revoked' ORDER BY id")" \
     "4444|allowed_cidr|revoked
@@ -147,6 +164,43 @@ tb_assert_match "$(cat "$TB_DIR/sluiced.log")" "1 connection the new policy refu
 # a policy set that takes nothing away cuts nothing
 tb_check "policy set p3 again" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"
 tb_assert_eq "$(tb_status revoked)" 2 "nothing more cut"
+
+# one address, two names (a CDN's): a.test and b.test both resolve to
+# it, so with a.test still allowed a SYN to it would pass; the connection
+# that presented b.test is judged by that name, read back from its row
+cat > "$TB_DIR/p4.json" <<EOF
+{"network": {"allowedDomains": ["a.test:443", "b.test:443"]}}
+EOF
+cat > "$TB_DIR/p5.json" <<EOF
+{"network": {"allowedDomains": ["a.test:443"]}}
+EOF
+tb_check "policy set p4" tb_sluice policy set "${P}-a" "$TB_DIR/p4.json"
+tb_assert_eq "$(tb_in a dig +short a.test) $(tb_in a dig +short b.test)" \
+    "$TB_ADDR_HTTPS $TB_ADDR_HTTPS" "a.test and b.test resolve to one address"
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+tlsc b.test sb &
+sb_pid=$!
+tlsc a.test sa &
+sa_pid=$!
+tb_wait_count 0 5 eval 'ready sb-go1 && ready sa-go1 && echo 0' >/dev/null
+tb_check "both answered under p4" eval 'ready sb-go1 && ready sa-go1'
+r0=$(tb_status revoked)
+tb_check "policy set p5 (a.test only)" tb_sluice policy set "${P}-a" "$TB_DIR/p5.json"
+touch "$TB_DIR/sb-go1" "$TB_DIR/sa-go1"
+tb_wait_count 0 5 eval 'ready sa-go2 && echo 0' >/dev/null
+touch "$TB_DIR/sb-go2" "$TB_DIR/sa-go2"
+wait "$sb_pid" "$sa_pid"
+tb_assert_match "$(tr '\n' ' ' < "$TB_DIR/sb.out")" "^one HTTP/1.1 200 OK two (ConnectionResetError|EOFError) $" \
+    "b.test's connection: reset at its next request after p5"
+tb_assert_eq "$(tr '\n' ' ' < "$TB_DIR/sa.out")" "one HTTP/1.1 200 OK two HTTP/1.1 200 OK three HTTP/1.1 200 OK " \
+    "a.test's connection, on the same address: served on"
+sleep 0.3
+tb_assert_eq "$(served sb)/$(served sa)" "one/one two three" "nginx saw nothing of b.test's after the cut"
+tb_assert_eq "$(( $(tb_status revoked) - r0 ))" 1 "one cut"
+tb_wait_rows "SELECT count(*) FROM flows WHERE sni = 'b.test' AND end_state = 'revoked'" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT sni, ifnull(end_state, 'open') FROM flows
+    WHERE sni IN ('a.test', 'b.test') AND id > $id0 ORDER BY sni")" "a.test|open
+b.test|revoked" "b.test's row ends revoked, a.test's is open"
 
 # audit mode lets a refused connection through; the switch to enforce
 # cuts it (the old policy let it start, the new one refuses it)
@@ -178,6 +232,6 @@ sleep 0.3
 tb_assert_eq "$(late 5555 "$t_cut")" 0 "no byte of it reached the attacker after the switch"
 tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason, end_state FROM flows
     WHERE dst_port = 5555")" "5555|audit|no_dns_binding|revoked" "its row: audit, ended revoked"
-tb_assert_eq "$(tb_status revoked)" 3 "three cut in all"
+tb_assert_eq "$(tb_status revoked)" 4 "four cut in all"
 tb_check "sluiced is still running" kill -0 "$TB_SLUICED_PID"
 tb_done

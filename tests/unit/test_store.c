@@ -3069,6 +3069,90 @@ since(const struct timespec *t0)
 }
 
 /*
+ * What an open connection presented, read back on a reader's own
+ * connection: the newest row that let it through and has no end; its
+ * SNI, else its Host; 0 for a tuple with none (a denial, an ended one).
+ */
+static void
+test_reader_presented(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_flow_end e;
+	struct store_reader *r;
+	struct store *s;
+	char name[256], err[256];
+
+	s = open_ok(fx->path, NULL);
+	/* 40000 -> :443, allowed by SNI; then a later connection on the
+	 * same tuple, denied */
+	make_flow(&f, 1000, 443);
+	strcpy(f.sni, "a.example");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	/* 40001 -> :80, allowed by Host, no SNI */
+	make_flow(&f, 1001, 80);
+	f.src_port = 40001;
+	strcpy(f.http_host, "h.example");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	/* 40002 -> :443, only denied */
+	make_flow(&f, 1002, 443);
+	f.src_port = 40002;
+	f.verdict = "deny";
+	strcpy(f.sni, "evil.example");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	/* 40003 -> :443, audited, then ended */
+	make_flow(&f, 1003, 443);
+	f.src_port = 40003;
+	f.verdict = "audit";
+	strcpy(f.sni, "gone.example");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_end(&e, 1004, "tcp", "10.77.0.2", 40003, "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* 40004 -> :8443, allowed on the address alone */
+	make_flow(&f, 1005, 8443);
+	f.src_port = 40004;
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+
+	r = store_reader_open(fx->path, err, sizeof(err));
+	assert_non_null(r);
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40000,
+	    "192.0.2.10", 443, name, sizeof(name)), 1);
+	assert_string_equal(name, "a.example");
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40001,
+	    "192.0.2.10", 80, name, sizeof(name)), 1);
+	assert_string_equal(name, "h.example");
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40002,
+	    "192.0.2.10", 443, name, sizeof(name)), 0);
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40003,
+	    "192.0.2.10", 443, name, sizeof(name)), 0);
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40004,
+	    "192.0.2.10", 8443, name, sizeof(name)), 1);
+	assert_string_equal(name, "");
+	/* the same statement again, after others: bound afresh */
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40000,
+	    "192.0.2.10", 443, name, sizeof(name)), 1);
+	assert_string_equal(name, "a.example");
+	/* a reader sees what the writer commits after it opened */
+	make_flow(&f, 1006, 443);
+	f.src_port = 40005;
+	strcpy(f.sni, "late.example");
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	assert_int_equal(store_reader_presented(r, "10.77.0.2", 40005,
+	    "192.0.2.10", 443, name, sizeof(name)), 1);
+	assert_string_equal(name, "late.example");
+	store_reader_close(r);
+	store_close(s);
+
+	/* no database there: an error, not a crash */
+	assert_null(store_reader_open("/nonexistent/flows.db", err,
+	    sizeof(err)));
+	assert_true(strstr(err, "/nonexistent/flows.db") != NULL);
+	store_reader_close(NULL);
+}
+
+/*
  * Rows that expire half a second after they are written, at a steady
  * rate: once the purge keeps up, the file stops growing, since freed
  * pages are reused and the WAL starts over after each round.
@@ -3591,6 +3675,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_query_plans, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_retention, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_reader_presented, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_retention_bounded, setup,
 		    teardown),

@@ -99,38 +99,26 @@ gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
  * forgets its 5-tuple (synpath.c: a SYN on it now is a new connection,
  * never a retransmission of the old one's).
  */
-static void
-on_end(void *arg, const struct nfq_ct_end *e)
+void
+gw_ct_flow_key(const struct gw_sandbox *sb, const struct nfq_ct_end *e,
+    struct nfq_flow_key *key)
 {
-	struct gw *gw = arg;
+	memset(key, 0, sizeof(*key));
+	key->ifindex = sb->ifindex;
+	key->saddr = e->saddr;
+	key->daddr = e->daddr;
+	key->sport = e->sport;
+	key->dport = e->dport;
+	key->proto = IPPROTO_TCP;
+}
+
+int
+gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
+    const char *end_state)
+{
 	struct store_flow_end fe;
-	const struct gw_sandbox *sb;
 	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
 
-	/* only the sandboxes' connections have rows (not the resolver's
-	 * own queries upstream) */
-	if ((e->saddr & gw->pool_mask) != gw->pool_net)
-		return;
-	if (e->proto == IPPROTO_TCP &&
-	    (sb = gw_sandbox_by_addr(gw, e->saddr)) != NULL) {
-		struct nfq_flow_key key;
-		const struct nfq_flow *fl;
-
-		memset(&key, 0, sizeof(key));
-		key.ifindex = sb->ifindex;
-		key.saddr = e->saddr;
-		key.daddr = e->daddr;
-		key.sport = e->sport;
-		key.dport = e->dport;
-		key.proto = IPPROTO_TCP;
-		/* only an allowed SYN's entry, the one synpath.c asks about:
-		 * an end read late may be an older connection's than the
-		 * entry (a verified flight's, a denial's) */
-		if ((fl = nfq_flows_lookup(gw->flows, &key,
-		    gw_now_ms())) != NULL && fl->verdict == NF_ACCEPT &&
-		    !fl->flight)
-			nfq_flows_remove(gw->flows, &key);
-	}
 	memset(&fe, 0, sizeof(fe));
 	fe.ts_us = store_now_us();
 	fe.proto = nfq_proto_name(e->proto);
@@ -142,9 +130,39 @@ on_end(void *arg, const struct nfq_ct_end *e)
 	fe.packets_out = e->packets_orig;
 	fe.bytes_in = e->bytes_reply;
 	fe.packets_in = e->packets_reply;
-	fe.end_state = nfq_ct_end_state(e);
-	if (store_put_flow_end(gw->store, &fe) == -1)
+	fe.end_state = end_state;
+	if (store_put_flow_end(gw->store, &fe) == -1) {
 		gw->denied_unlogged++;
+		return -1;
+	}
+	return 0;
+}
+
+static void
+on_end(void *arg, const struct nfq_ct_end *e)
+{
+	struct gw *gw = arg;
+	const struct gw_sandbox *sb;
+
+	/* only the sandboxes' connections have rows (not the resolver's
+	 * own queries upstream) */
+	if ((e->saddr & gw->pool_mask) != gw->pool_net)
+		return;
+	if (e->proto == IPPROTO_TCP &&
+	    (sb = gw_sandbox_by_addr(gw, e->saddr)) != NULL) {
+		struct nfq_flow_key key;
+		const struct nfq_flow *fl;
+
+		gw_ct_flow_key(sb, e, &key);
+		/* only an allowed SYN's entry, the one synpath.c asks about:
+		 * an end read late may be an older connection's than the
+		 * entry (a verified flight's, a denial's) */
+		if ((fl = nfq_flows_lookup(gw->flows, &key,
+		    gw_now_ms())) != NULL && fl->verdict == NF_ACCEPT &&
+		    !fl->flight)
+			nfq_flows_remove(gw->flows, &key);
+	}
+	(void)gw_log_flow_end(gw, e, nfq_ct_end_state(e));
 }
 
 /* Bounds a read of everything pending: 64 datagrams a batch. */

@@ -405,6 +405,17 @@ int gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
     const struct gw_flow_extra *extra);
 int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
     const struct nfq_tuple6 *t, const struct gw_decision *d);
+/* The end of the connection conntrack reports as e, with end_state (a
+ * static string): its row gets the counters. -1: the log refused it
+ * (counted in denied_unlogged). */
+int gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
+    const char *end_state);
+/* The flow-table key of sb's side of the connection e (TCP). */
+void gw_ct_flow_key(const struct gw_sandbox *sb, const struct nfq_ct_end *e,
+    struct nfq_flow_key *key);
+/* What a decision needs to know of sb, now (synpath.c). */
+struct gw_decide_ctx gw_decide_ctx_of(const struct gw *gw,
+    const struct gw_sandbox *sb, uint64_t now);
 
 /*
  * Reads conntrack destroy events (flowlog.c): one batch, or all that are

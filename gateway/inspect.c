@@ -249,12 +249,7 @@ decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
     const char *presented, const char *admitted, enum gw_reason not_allowed,
     enum gw_reason mismatch, uint64_t now, struct gw_decision *d)
 {
-	struct gw_decide_ctx ctx = {
-		.policy = sb->policy,
-		.bindings = gw->bindings,
-		.sandbox_id = sb->slot,
-		.now_ms = now,
-	};
+	struct gw_decide_ctx ctx = gw_decide_ctx_of(gw, sb, now);
 
 	snprintf(d->name, sizeof(d->name), "%s", h->syn.name);
 	gw_decide_name(&ctx, h->t.daddr, h->t.dport, presented, admitted,
@@ -518,12 +513,7 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		break;
 	}
 	{
-		struct gw_decide_ctx ctx = {
-			.policy = sb->policy,
-			.bindings = gw->bindings,
-			.sandbox_id = sb->slot,
-			.now_ms = now,
-		};
+		struct gw_decide_ctx ctx = gw_decide_ctx_of(gw, sb, now);
 
 		snprintf(d.name, sizeof(d.name), "%s", h->syn.name);
 		gw_decide_hello(&ctx, h->t.daddr, h->t.dport, &hello, &d);
@@ -1581,13 +1571,7 @@ hold_of(struct gw *gw, const struct gw_sandbox *sb, const struct nfq_ct_end *e)
 
 	if (gw->holds == NULL || e->proto != IPPROTO_TCP)
 		return NULL;
-	memset(&key, 0, sizeof(key));
-	key.ifindex = sb->ifindex;
-	key.saddr = e->saddr;
-	key.daddr = e->daddr;
-	key.sport = e->sport;
-	key.dport = e->dport;
-	key.proto = IPPROTO_TCP;
+	gw_ct_flow_key(sb, e, &key);
 	return hold_find(gw->holds, &key);
 }
 

@@ -123,29 +123,11 @@ static void
 revised(void *arg, const struct nfq_ct_end *e)
 {
 	struct revoke *r = arg;
-	struct store_flow_end fe;
-	struct in_addr a;
-	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
 
 	r->cut++;
 	/* a proof still awaited must not give it its allow mark back */
 	gw_inspect_revoked(r->gw, r->sb, e);
-	memset(&fe, 0, sizeof(fe));
-	fe.ts_us = store_now_us();
-	fe.proto = nfq_proto_name(e->proto);
-	a.s_addr = e->saddr;
-	inet_ntop(AF_INET, &a, fe.src_ip, sizeof(fe.src_ip));
-	a.s_addr = e->daddr;
-	inet_ntop(AF_INET, &a, fe.dst_ip, sizeof(fe.dst_ip));
-	fe.src_port = ports ? e->sport : -1;
-	fe.dst_port = ports ? e->dport : -1;
-	fe.bytes_out = e->bytes_orig;
-	fe.packets_out = e->packets_orig;
-	fe.bytes_in = e->bytes_reply;
-	fe.packets_in = e->packets_reply;
-	fe.end_state = "revoked";
-	if (store_put_flow_end(r->gw->store, &fe) == -1)
-		r->gw->denied_unlogged++;
+	(void)gw_log_flow_end(r->gw, e, "revoked");
 }
 
 int
@@ -158,18 +140,9 @@ gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
 	memset(&r, 0, sizeof(r));
 	r.gw = gw;
 	r.sb = sb;
-	r.was = (struct gw_decide_ctx){
-		.policy = old,
-		.sandbox_addr = sb->addr,
-		.pool_net = gw->pool_net,
-		.pool_mask = gw->pool_mask,
-		.uplink = { gw->uplink[0], gw->uplink[1] },
-		.bindings = gw->bindings,
-		.sandbox_id = sb->slot,
-		.now_ms = gw_now_ms(),
-	};
-	r.now = r.was;
-	r.now.policy = sb->policy;
+	r.now = gw_decide_ctx_of(gw, sb, gw_now_ms());
+	r.was = r.now;
+	r.was.policy = old;
 	/* the rows of connections decided a moment ago, written first */
 	(void)store_flush(gw->store, REVOKE_FLUSH_MS);
 	if ((r.log = store_reader_open(gw->cfg.db, err, errlen)) == NULL)

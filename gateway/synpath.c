@@ -96,6 +96,22 @@ same_syn(struct gw *gw, const struct nfq_packet *pkt,
 	return nfq_flows_lookup(gw->flows, key, now);
 }
 
+struct gw_decide_ctx
+gw_decide_ctx_of(const struct gw *gw, const struct gw_sandbox *sb,
+    uint64_t now)
+{
+	return (struct gw_decide_ctx){
+		.policy = sb->policy,
+		.sandbox_addr = sb->addr,
+		.pool_net = gw->pool_net,
+		.pool_mask = gw->pool_mask,
+		.uplink = { gw->uplink[0], gw->uplink[1] },
+		.bindings = gw->bindings,
+		.sandbox_id = sb->slot,
+		.now_ms = now,
+	};
+}
+
 int
 gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *tp, uint64_t now)
@@ -161,16 +177,7 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		d.verdict = GW_DENY;
 		d.reason = GW_R_LOG_UNAVAILABLE;
 	} else {
-		struct gw_decide_ctx ctx = {
-			.policy = sb->policy,
-			.sandbox_addr = sb->addr,
-			.pool_net = gw->pool_net,
-			.pool_mask = gw->pool_mask,
-			.uplink = { gw->uplink[0], gw->uplink[1] },
-			.bindings = gw->bindings,
-			.sandbox_id = sb->slot,
-			.now_ms = now,
-		};
+		struct gw_decide_ctx ctx = gw_decide_ctx_of(gw, sb, now);
 
 		gw_decide(&ctx, &t, &d);
 	}

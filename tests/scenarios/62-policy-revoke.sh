@@ -22,21 +22,26 @@ EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/p1.json"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
 
-# two connections kept open: to the attacker (allowed by a CIDR), a line
-# every 0.2 s; and to a.test over TLS, one request per flag file
-tb_in a "$TB_PY" - "$TB_ADDR_ATK" > "$TB_DIR/ticker.out" 2>&1 <<'EOF' &
+# ticker PORT WORD N: to the attacker's PORT, "WORD-i" a line every 0.2 s,
+# N lines at most; prints "never cut" or the error that ended it
+cat > "$TB_DIR/ticker.py" <<'EOF'
 import socket, sys, time
-s = socket.create_connection((sys.argv[1], 4444), timeout=3)
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
 n = 0
 try:
-    for _ in range(60):
-        s.sendall(b"line-%d\n" % n)
+    for _ in range(int(sys.argv[4])):
+        s.sendall(b"%s-%d\n" % (sys.argv[3].encode(), n))
         n += 1
         time.sleep(0.2)
     print("never cut")
 except OSError as e:
     print("%s after %d lines" % (type(e).__name__, n))
 EOF
+ticker() { tb_in a "$TB_PY" "$TB_DIR/ticker.py" "$TB_ADDR_ATK" "$@"; }
+
+# two connections kept open: to the attacker (allowed by a CIDR), a line
+# every 0.2 s; and to a.test over TLS, one request per flag file
+ticker 4444 line 60 > "$TB_DIR/ticker.out" 2>&1 &
 ticker=$!
 # tlsc NAME TAG: over one TLS connection with SNI NAME, GET /TAG-one, then
 # (once TAG-go1 exists) /TAG-two, then (TAG-go2) /TAG-three; prints each
@@ -208,19 +213,7 @@ cat > "$TB_DIR/audit.json" <<EOF
 {"network": {"allowedDomains": ["b.test:443"]}, "sluice": {"mode": "audit"}}
 EOF
 tb_check "policy set audit" tb_sluice policy set "${P}-a" "$TB_DIR/audit.json"
-tb_in a "$TB_PY" - "$TB_ADDR_ATK" > "$TB_DIR/audit.out" 2>&1 <<'EOF' &
-import socket, sys, time
-s = socket.create_connection((sys.argv[1], 5555), timeout=3)
-n = 0
-try:
-    for _ in range(40):
-        s.sendall(b"audited-%d\n" % n)
-        n += 1
-        time.sleep(0.2)
-    print("never cut")
-except OSError as e:
-    print("%s after %d lines" % (type(e).__name__, n))
-EOF
+ticker 5555 audited 40 > "$TB_DIR/audit.out" 2>&1 &
 audited=$!
 sleep 0.8
 tb_check "policy set enforce" tb_sluice policy set "${P}-a" "$TB_DIR/p3.json"

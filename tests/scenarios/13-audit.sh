@@ -1,7 +1,8 @@
 #!/bin/bash
 # 13-audit: audit mode decides as enforce would, lets the flow through, and
 # logs the verdict it would have given as 'audit'; on an HTTP keep-alive
-# connection, each such request.
+# connection, each such request; the switch to enforce cuts what enforce
+# refuses.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init audit
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -44,9 +45,10 @@ tb_assert_eq "$(tb_sql "SELECT reason FROM flows WHERE verdict = 'deny'")" \
     "not_allowlisted" "logged as deny"
 
 # HTTP keep-alive in audit mode: every request that enforce would refuse
-# goes, each with its own audit row, and the connection is still read, so
-# after a switch to enforce its next request is refused before nginx sees
-# it (an audited request used to let the whole connection past sluiced)
+# goes, each with its own audit row (the connection is still read: an
+# audited request used to let the whole connection past sluiced); the
+# switch to enforce cuts the connection, whose Host enforce refuses
+# (62), so its next request is refused before nginx sees it
 cat > "$TB_DIR/audit-b.json" <<EOF
 {"network": {"allowedDomains": ["b.test"]}, "sluice": {"mode": "audit"}}
 EOF
@@ -83,9 +85,10 @@ tb_assert_match "$(cat "$TB_DIR/ka.out")" \
 sleep 0.3
 tb_assert_eq "$(grep -c '"GET /ka[01]' "$TB_DIR/nginx.access.log")" 2 "nginx served the two audited requests"
 tb_assert_eq "$(grep -c '"GET /ka2' "$TB_DIR/nginx.access.log")" 0 "and never saw the third"
-tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 80" 3 >/dev/null
-tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \
-"audit|host_not_allowed|a.test|/ka0
-audit|host_not_allowed|a.test|/ka1
-deny|host_not_allowed|a.test|/ka2" "a row for each request: two audited, the third denied"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND end_state = 'revoked'" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path, ifnull(end_state, '-')
+    FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \
+"audit|host_not_allowed|a.test|/ka0|-
+audit|host_not_allowed|a.test|/ka1|revoked" \
+    "a row for each audited request, the connection's last ending revoked at the switch"
 tb_done

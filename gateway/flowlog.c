@@ -94,11 +94,6 @@ gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
 
 /* ---- connection ends (conntrack destroy events) ------------------------ */
 
-/*
- * A connection ended: its row gets the counters, and the flow table
- * forgets its 5-tuple (synpath.c: a SYN on it now is a new connection,
- * never a retransmission of the old one's).
- */
 void
 gw_ct_flow_key(const struct gw_sandbox *sb, const struct nfq_ct_end *e,
     struct nfq_flow_key *key)
@@ -138,6 +133,11 @@ gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
 	return 0;
 }
 
+/*
+ * A connection ended: its row gets the counters, and the flow table
+ * forgets its 5-tuple (synpath.c: a SYN on it now is a new connection,
+ * never a retransmission of the old one's).
+ */
 static void
 on_end(void *arg, const struct nfq_ct_end *e)
 {

@@ -783,6 +783,13 @@ struct ct_doomed {
 	struct nfq_ct_end e;		/* nfq_ct_revise: as the dump had it */
 };
 
+/* nfq_ct_revise's part of a pass: marks instead of deletes. */
+struct ct_revise_how {
+	nfq_ct_revise_cb	 revise;
+	nfq_ct_revised_cb	 revised;
+	uint32_t		 mask;
+};
+
 struct ct_flush {
 	struct mnl_socket	*nl;
 	uint32_t		 seq;
@@ -939,7 +946,7 @@ flush_dump(struct ct_flush *f, const uint32_t *filter)
  * errno: the first other error.
  */
 static int
-flush_delete(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
+flush_apply(struct ct_flush *f, const struct ct_doomed *doomed, size_t n,
     int *deleted)
 {
 	alignas(struct nlmsghdr) char req[CT_DELETE_BATCH * 512];
@@ -1033,7 +1040,7 @@ flush_socket(char *err, size_t errlen)
  */
 static int
 ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
-    void *arg, const struct ct_flush *revise, char *err, size_t errlen)
+    void *arg, const struct ct_revise_how *revise, char *err, size_t errlen)
 {
 	struct ct_flush *f;
 	int deleted = 0, rc = -1, pass;
@@ -1083,7 +1090,7 @@ ct_flush(struct mnl_socket *nl, const uint32_t *filter, nfq_ct_match_cb match,
 		for (i = 0; i < f->n; i += k) {
 			k = f->n - i < CT_DELETE_BATCH ? f->n - i :
 			    CT_DELETE_BATCH;
-			if (flush_delete(f, f->doomed + i, k, &deleted) == -1) {
+			if (flush_apply(f, f->doomed + i, k, &deleted) == -1) {
 				flush_err(err, errlen, f->revise != NULL ?
 				    "marking a connection" :
 				    "deleting a connection", errno);
@@ -1216,8 +1223,7 @@ nfq_ct_revise(uint32_t saddr, uint32_t mask, nfq_ct_revise_cb revise,
     nfq_ct_revised_cb revised, void *arg, char *err, size_t errlen)
 {
 	struct revise_arg r = { saddr, revise, revised, arg };
-	struct ct_flush how = { .revise = revise_one, .revised = revised_one,
-	    .mask = mask };
+	struct ct_revise_how how = { revise_one, revised_one, mask };
 	struct mnl_socket *nl;
 
 	if ((nl = flush_socket(err, errlen)) == NULL)

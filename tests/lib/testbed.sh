@@ -143,7 +143,7 @@ _tb_wait_for() {
 			done
 			return 1
 		fi
-		sleep 0.1
+		sleep 0.03
 	done
 }
 
@@ -440,7 +440,7 @@ _tb_sluiced_ready() {
 		    tb_sluice sandbox list >/dev/null 2>&1; then
 			return 0
 		fi
-		sleep 0.1
+		sleep 0.03
 	done
 	echo "testbed: sluiced did not answer on $TB_DIR/ctl.sock within ${TB_WAIT_S}s" >&2
 	return 1
@@ -467,9 +467,9 @@ tb_sluiced_term() {
 	local pid=${TB_SLUICED_PID:-} t=${1:-5} i rc
 	[ -n "$pid" ] || return 0
 	kill -TERM "$pid" 2>/dev/null
-	for i in $(seq $((t * 10))); do
+	for i in $(seq $((t * 40))); do
 		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.025
 	done
 	kill -0 "$pid" 2>/dev/null && return 124
 	wait "$pid" 2>/dev/null
@@ -491,9 +491,9 @@ tb_sluiced_stop() {
 	    pid=$(cat "$TB_DIR/sluiced.pid"); }
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null
-		for i in $(seq 50); do
+		for i in $(seq 200); do
 			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
+			sleep 0.025
 		done
 	fi
 	if [ -r "$TB_DIR/sluiced.args" ] && [ -x "$SLUICED" ]; then
@@ -580,13 +580,13 @@ tb_down() {
 				pids="$pids $pid"
 			done
 		done
-		for i in $(seq 30); do
+		for i in $(seq 100); do
 			alive=""
 			for pid in $pids; do
 				kill -0 "$pid" 2>/dev/null && alive="$alive $pid"
 			done
 			[ -z "$alive" ] && break
-			sleep 0.1
+			sleep 0.03
 		done
 		for pid in $alive; do
 			kill -KILL "$pid" 2>/dev/null

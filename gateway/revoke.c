@@ -41,6 +41,7 @@ struct revoke {
 	struct gw_sandbox	*sb;
 	struct gw_decide_ctx	 was, now;
 	struct store_reader	*log;	/* NULL: names not read back */
+	bool			 log_tried;	/* opened when first needed */
 	int			 cut;
 };
 
@@ -54,22 +55,46 @@ lets_in(const struct policy *p, const char *name, uint16_t port)
 	    policy_match_name(p, name, port, &rule) == POLICY_NAME_ALLOWED;
 }
 
+/*
+ * The log, read back: opened when a connection first needs its name (most
+ * policy sets have none to ask about), after the rows of connections
+ * decided a moment ago are written — a wait of up to REVOKE_FLUSH_MS, in
+ * which no verdict is given.
+ */
+static struct store_reader *
+reader(struct revoke *r)
+{
+	char err[512];
+
+	if (!r->log_tried) {
+		r->log_tried = true;
+		(void)store_flush(r->gw->store, REVOKE_FLUSH_MS);
+		if ((r->log = store_reader_open(r->gw->cfg.db, err,
+		    sizeof(err))) == NULL)
+			log_warnx("policy set: the names of open connections "
+			    "are not read back (%s): only their addresses are "
+			    "judged", err);
+	}
+	return r->log;
+}
+
 /* Whether the name e's first flight presented was let in by the old
  * policy and is refused by the new one (false when not known). */
 static bool
-name_revoked(const struct revoke *r, const struct nfq_ct_end *e)
+name_revoked(struct revoke *r, const struct nfq_ct_end *e)
 {
 	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
 	char presented[DNS_NAME_MAX + 1], name[DNS_NAME_MAX + 1];
+	struct store_reader *log = reader(r);
 	struct in_addr a;
 
-	if (r->log == NULL)
+	if (log == NULL)
 		return false;
 	a.s_addr = e->saddr;
 	inet_ntop(AF_INET, &a, src, sizeof(src));
 	a.s_addr = e->daddr;
 	inet_ntop(AF_INET, &a, dst, sizeof(dst));
-	if (store_reader_presented(r->log, src, e->sport, dst, e->dport,
+	if (store_reader_presented(log, src, e->sport, dst, e->dport,
 	    presented, sizeof(presented)) != 1 || presented[0] == '\0' ||
 	    !dns_name_normalize(presented, strlen(presented), name, NULL))
 		return false;
@@ -143,11 +168,6 @@ gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
 	r.now = gw_decide_ctx_of(gw, sb, gw_now_ms());
 	r.was = r.now;
 	r.was.policy = old;
-	/* the rows of connections decided a moment ago, written first */
-	(void)store_flush(gw->store, REVOKE_FLUSH_MS);
-	if ((r.log = store_reader_open(gw->cfg.db, err, errlen)) == NULL)
-		log_warnx("policy set: the names of open connections are not "
-		    "read back (%s): only their addresses are judged", err);
 	n = nfq_ct_revise(sb->addr, GW_MARK_MASK, revise, revised, &r, err,
 	    errlen);
 	store_reader_close(r.log);

@@ -132,14 +132,15 @@ revise(void *arg, const struct nfq_ct_end *e)
 	gw_decide(&r->now, &t, &after);
 	if (before.verdict == GW_DENY)
 		return 0;
+	/* a flight not decided yet will be, under the new policy (asked
+	 * first: it has no row whose name could be read back) */
+	if (gw_inspect_undecided(r->gw, r->sb, e))
+		return 0;
 	/* the SYN would pass: a connection whose name was read is judged
 	 * by that name */
 	if (after.verdict != GW_DENY && (e->proto != IPPROTO_TCP ||
 	    gw_inspect_kind(&after, e->dport) == GW_INSPECT_NONE ||
 	    !name_revoked(r, e)))
-		return 0;
-	/* a flight not decided yet will be, under the new policy */
-	if (gw_inspect_undecided(r->gw, r->sb, e))
 		return 0;
 	return GW_MARK_DENY;
 }

@@ -48,6 +48,11 @@ struct hold {
 	bool			 logged;	/* its flow row is written */
 	bool			 decided;	/* HTTP: a first head was allowed */
 	bool			 data;		/* a byte of payload came */
+	bool			 stale;		/* its SYN met an entry conntrack
+						 * still held for the 5-tuple:
+						 * its stream starts at the
+						 * SYN's ISN only once the
+						 * server's SYN-ACK says so */
 	bool			 verifying;	/* TLS: the hello went out, and
 						 * the server has not yet
 						 * acknowledged all of it */
@@ -481,12 +486,13 @@ add_id(struct gw *gw, struct hold *h, uint32_t id)
 }
 
 /* The mark a hold's packets carry: verify while the server has not
- * acknowledged what was read, else inspect. */
+ * acknowledged what was read (or, for a stale SYN's, answered it with a
+ * SYN-ACK: its packets are copied until then), else inspect. */
 static uint32_t
 hold_mark(const struct hold *h)
 {
-	return (h->kind == HOLD_TLS ? h->verifying : h->kept.n > 0) ?
-	    GW_MARK_VERIFY : GW_MARK_INSPECT;
+	return (h->stale || (h->kind == HOLD_TLS ? h->verifying :
+	    h->kept.n > 0)) ? GW_MARK_VERIFY : GW_MARK_INSPECT;
 }
 
 /* ---- TLS ----------------------------------------------------------- */
@@ -1007,6 +1013,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->used = true;
 	sb->holds++;
 	h->kind = kind == GW_INSPECT_TLS ? HOLD_TLS : HOLD_HTTP;
+	h->stale = (pkt->mark & GW_MARK_MASK) == GW_MARK_STALE;
 	h->key = key;
 	h->t = *t;
 	h->t.l4_payload = NULL;
@@ -1043,10 +1050,19 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 
 	if (t->l4_len == 0) {
 		/* a plain SYN: let the handshake happen, queue what follows
-		 * (a copy from the kernel-SYN set is through already) */
+		 * (a copy from the kernel-SYN set is through already); a
+		 * stale one's connection has the server's packets copied
+		 * until its SYN-ACK (verify_reply) */
 		if (!pkt->copy && nfq_queue_verdict(gw->queue, pkt->id,
-		    NF_ACCEPT, true, GW_MARK_INSPECT) == -1)
+		    NF_ACCEPT, true, hold_mark(h)) == -1)
 			log_warn("verdict");
+		return 0;
+	}
+	if (h->stale) {
+		/* data in a stale SYN (TCP Fast Open): no SYN-ACK can have
+		 * said where its stream starts yet */
+		add_id(gw, h, pkt->id);
+		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
 		return 0;
 	}
 	/* TCP Fast Open: data in the SYN is part of the first flight and
@@ -1154,6 +1170,27 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		return;
 	}
 	h->last_ms = now;
+	if (h->stale) {
+		/* a SYN-ACK of the SYN's ISN: the server has no older
+		 * connection on the 5-tuple (it would answer with an ACK of
+		 * that one), so the stream starts where sluiced reads it */
+		if ((t->tcp_flags & (TH_SYN | TH_ACK | TH_RST)) ==
+		    (TH_SYN | TH_ACK) && t->tcp_ack == h->t.tcp_seq + 1)
+			h->stale = false;
+		else {
+			proof_mark(gw, pkt, h, GW_MARK_VERIFY);
+			if (t->tcp_flags & TH_RST) {
+				/* refused: the attempt's row is its SYN's */
+				if (!h->logged)
+					(void)log_hold(gw,
+					    gw_sandbox_by_ifindex(gw,
+					    h->key.ifindex), h, &h->syn, NULL,
+					    NULL);
+				hold_free(gw, h);
+			}
+			return;
+		}
+	}
 	if ((t->tcp_flags & TH_ACK) && (!h->server_acked ||
 	    (int32_t)(t->tcp_ack - h->server_ack) > 0)) {
 		h->server_ack = t->tcp_ack;
@@ -1275,6 +1312,32 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * which may have freed the hold */
 		gw_verify_drain(gw);
 		h = hold_find(gw->holds, &key);
+	}
+	if (h != NULL && h->stale && sb != NULL && t->l4_len > 0 &&
+	    !(t->tcp_flags & TH_RST)) {
+		/* bytes on a stale SYN's connection that the server has
+		 * answered with no SYN-ACK of its ISN: the server may be
+		 * reading them as the older connection's, from elsewhere
+		 * than sluiced would. Refused, as before the change that
+		 * held such flights (adversarial 24, 25) */
+		add_id(gw, h, pkt->id);
+		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
+		return;
+	}
+	if (h != NULL && h->stale && sb != NULL && (t->tcp_flags & TH_RST) &&
+	    t->l4_len == 0) {
+		/* the client resets what the server answered instead of a
+		 * SYN-ACK, an ACK of the older connection (Linux does, in
+		 * SYN-SENT): the reset goes on, so that the server lets that
+		 * connection go and the client's next SYN finds it gone.
+		 * The attempt's row is its SYN's */
+		if (!h->logged)
+			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
+		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
+		    GW_MARK_INSPECT) == -1)
+			log_warn("verdict");
+		hold_free(gw, h);
+		return;
 	}
 	if (h == NULL && gw->nflog != NULL) {
 		/*

@@ -190,20 +190,21 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		 * the old one, and read what follows from where the old one
 		 * is. Its sequence number is then no stream start to read
 		 * from — a sandbox that picks it a little before the old one's
-		 * could show sluiced one name and the server another. So no
-		 * flight is held from it: it goes, with its row, and whatever
-		 * the server answers puts conntrack back in step (a client
-		 * whose old connection is gone resets it and sends its SYN
-		 * again, which conntrack then takes as new). A flight held on
-		 * the 5-tuple keeps the connection's mark; the same SYN again
-		 * is that flight's (a retransmission, whose SYN-ACK was lost
-		 * past the gateway). Else the connection gets the inspect
-		 * mark: a server that reset the old connection (conntrack
-		 * reopens a closed entry only after a FIN or the client's own
-		 * reset) opens a new one on this SYN, and the old one's allow
-		 * mark would carry its first flight past sluiced unread
-		 * (adversarial 25); with inspect, what follows finds no
-		 * flight held and is refused.
+		 * could show sluiced one name and the server another
+		 * (adversarial 24). A flight held on the 5-tuple keeps the
+		 * connection's mark: this SYN goes, with its row, and the
+		 * flight is read from its own start; the same SYN again is
+		 * that flight's (a retransmission, whose SYN-ACK was lost
+		 * past the gateway). Else a flight is held from it, marked
+		 * stale (inspect.c): the server's packets are copied, and its
+		 * bytes are read only once the server has answered this SYN
+		 * with a SYN-ACK of its ISN, which a server holding the old
+		 * connection never sends (conntrack itself gets back in step
+		 * on that SYN-ACK). Without it they are refused. A client
+		 * reusing a port whose old entry lingers (its reset was the
+		 * last word, and the server's late packets came after it)
+		 * gets its connection; the old one's allow mark never
+		 * carries the new one's flight (adversarial 25).
 		 */
 		int held = gw_inspect_held_syn(gw, pkt, &t);
 
@@ -211,14 +212,15 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 			(void)gw_inspect_start(gw, sb, pkt, &t, &d, kind, now);
 			return 0;
 		}
-		if (gw_log_flow(gw, sb, &t, &d, NULL) == 0)
-			return verdict(gw, pkt, NF_ACCEPT,
-			    held == 0 ? 0 : GW_MARK_INSPECT);
-		gw->denied_unlogged++;
-		d.verdict = GW_DENY;
-		d.reason = GW_R_LOG_UNAVAILABLE;
-		d.rule = NULL;
-		kind = GW_INSPECT_NONE;
+		if (held == 0) {
+			if (gw_log_flow(gw, sb, &t, &d, NULL) == 0)
+				return verdict(gw, pkt, NF_ACCEPT, 0);
+			gw->denied_unlogged++;
+			d.verdict = GW_DENY;
+			d.reason = GW_R_LOG_UNAVAILABLE;
+			d.rule = NULL;
+			kind = GW_INSPECT_NONE;
+		}
 	}
 	if (kind != GW_INSPECT_NONE && t.proto == IPPROTO_TCP &&
 	    (t.tcp_flags & TH_SYN)) {

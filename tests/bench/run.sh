@@ -517,7 +517,9 @@ profile() { # profile LABEL CMD...: perf record sluiced for 2 s while CMD runs
 	fi
 	wait "$pid"
 }
-if [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null && ! past_deadline; then
+if [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null && past_deadline; then
+	SKIPPED="$SKIPPED perf (perf-sluiced.txt is an older run's)"
+elif [ "$BENCH_PERF" = 1 ] && command -v perf >/dev/null; then
 	say "perf: sluiced under http_c16 and under dnsperf"
 	bn_resolve_s >/dev/null 2>&1
 	profile "HTTP, 16 clients (connbench)" ip netns exec "${P}-s1" \

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "gateway/addr.h"
 #include "gateway/capture.h"
 #include "gateway/cli.h"
 #include "gateway/ctl.h"
@@ -75,44 +76,13 @@ parse_seconds(const char *s, unsigned *out)
 	return true;
 }
 
-/* "a.b.c.d" or "a.b.c.d/len": the address (network order) and the
- * length, -1 when there is none. */
-static bool
-parse_addr_len(const char *s, uint32_t *addr, int *plen)
-{
-	const char *slash = strchr(s, '/');
-	size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
-	char ip[INET_ADDRSTRLEN], *end;
-	struct in_addr in;
-	unsigned long v;
-
-	if (n >= sizeof(ip))
-		return false;
-	memcpy(ip, s, n);
-	ip[n] = '\0';
-	*plen = -1;
-	if (slash != NULL) {
-		if (slash[1] < '0' || slash[1] > '9')
-			return false;
-		errno = 0;
-		v = strtoul(slash + 1, &end, 10);
-		if (*end != '\0' || errno != 0 || v > 32)
-			return false;
-		*plen = (int)v;
-	}
-	if (inet_pton(AF_INET, ip, &in) != 1)
-		return false;
-	*addr = in.s_addr;
-	return true;
-}
-
 /* sluiced's --pool rule: a.b.c.d/8..29, host bits zero. */
 static bool
 parse_pool(const char *s, uint32_t *net, uint32_t *mask)
 {
 	int plen;
 
-	if (!parse_addr_len(s, net, &plen) || plen < 8 || plen > 29)
+	if (!gw_addr_split(s, net, &plen) || plen < 8 || plen > 29)
 		return false;
 	*mask = htonl(~0u << (32 - plen));
 	return (*net & ~*mask) == 0;
@@ -125,7 +95,7 @@ parse_host(const char *s, uint32_t *addr)
 {
 	int plen;
 
-	return parse_addr_len(s, addr, &plen) && *addr != 0;
+	return gw_addr_split(s, addr, &plen) && *addr != 0;
 }
 
 static int

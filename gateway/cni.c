@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "gateway/addr.h"
 #include "gateway/cli.h"
 #include "gateway/ctl.h"
 #include "gateway/names.h"
@@ -161,21 +162,12 @@ print_error(const struct cni_req *r, const struct cni_error *e)
 static int
 parse_cidr4(const char *s, struct cidr4 *c)
 {
-	char buf[INET_ADDRSTRLEN + 4], *slash, *end;
-	unsigned long plen;
+	uint32_t addr;
+	int plen;
 
-	if (s == NULL || strlen(s) >= sizeof(buf))
+	if (s == NULL || !gw_addr_split(s, &addr, &plen) || plen < 0)
 		return -1;
-	memcpy(buf, s, strlen(s) + 1);
-	if ((slash = strchr(buf, '/')) == NULL)
-		return -1;
-	*slash = '\0';
-	if (inet_pton(AF_INET, buf, &c->addr) != 1)
-		return -1;
-	errno = 0;
-	plen = strtoul(slash + 1, &end, 10);
-	if (errno != 0 || end == slash + 1 || *end != '\0' || plen > 32)
-		return -1;
+	c->addr.s_addr = addr;
 	c->plen = (unsigned)plen;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gateway/addr.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/nl.h"
@@ -580,29 +581,13 @@ gw_sysctl(const char *path, const char *value)
 	return rc;
 }
 
-/* Splits "a.b.c.d/len" into an address (network order) and prefix length. */
-static int
-parse_cidr(const char *s, uint32_t *addr, unsigned *plen)
+/* The address of "a.b.c.d/len" (network order); the length must be there. */
+static bool
+cidr_addr(const char *s, uint32_t *addr)
 {
-	char ip[INET_ADDRSTRLEN];
-	const char *slash = strchr(s, '/');
-	char *end;
-	unsigned long l;
-	struct in_addr in;
+	int plen;
 
-	if (slash == NULL || (size_t)(slash - s) >= sizeof(ip))
-		return -1;
-	memcpy(ip, s, (size_t)(slash - s));
-	ip[slash - s] = '\0';
-	errno = 0;
-	l = strtoul(slash + 1, &end, 10);
-	if (*end != '\0' || slash[1] == '\0' || errno || l > 32)
-		return -1;
-	if (inet_pton(AF_INET, ip, &in) != 1)
-		return -1;
-	*addr = in.s_addr;
-	*plen = (unsigned)l;
-	return 0;
+	return gw_addr_split(s, addr, &plen) && plen >= 0;
 }
 
 static const char *
@@ -720,11 +705,10 @@ host_uplink_setup(struct gw *gw, char *err, size_t errlen)
 	char gwip[INET_ADDRSTRLEN], hostip[INET_ADDRSTRLEN];
 	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
 	char *host_argv[] = { "ip", "-batch", "-", NULL };
-	unsigned l;
 	int rc;
 
-	if (parse_cidr(gwaddr, &gw->uplink[0], &l) == -1 ||
-	    parse_cidr(hostaddr, &gw->uplink[1], &l) == -1) {
+	if (!cidr_addr(gwaddr, &gw->uplink[0]) ||
+	    !cidr_addr(hostaddr, &gw->uplink[1])) {
 		snprintf(err, errlen, "uplink addresses must be CIDRs like "
 		    "100.64.213.2/30");
 		return -1;
@@ -772,13 +756,12 @@ uplink_setup(struct gw *gw, char *err, size_t errlen)
 {
 	const struct gw_config *c = &gw->cfg;
 	char peer[IF_NAMESIZE], peer_ip[INET_ADDRSTRLEN], batch[512];
-	unsigned l;
 	char *gw_argv[] = { "ip", "-n", (char *)c->netns, "-batch", "-", NULL };
 
 	if (c->uplink_netns == NULL)
 		return host_uplink_setup(gw, err, errlen);
-	if (parse_cidr(c->uplink_addr, &gw->uplink[0], &l) == -1 ||
-	    parse_cidr(c->uplink_peer_addr, &gw->uplink[1], &l) == -1) {
+	if (!cidr_addr(c->uplink_addr, &gw->uplink[0]) ||
+	    !cidr_addr(c->uplink_peer_addr, &gw->uplink[1])) {
 		snprintf(err, errlen, "uplink addresses must be CIDRs like "
 		    "198.51.100.2/30");
 		return -1;

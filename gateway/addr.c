@@ -1,0 +1,36 @@
+/* addr.c: IPv4 address text (addr.h). */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "gateway/addr.h"
+
+bool
+gw_addr_split(const char *s, uint32_t *addr, int *plen)
+{
+	const char *slash = strchr(s, '/');
+	size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
+	char ip[INET_ADDRSTRLEN];
+	struct in_addr in;
+	int len = -1;
+
+	if (n >= sizeof(ip))
+		return false;
+	memcpy(ip, s, n);
+	ip[n] = '\0';
+	if (slash != NULL) {
+		const char *p = slash + 1;
+
+		/* one or two digits, no sign, no space, nothing after */
+		if (*p < '0' || *p > '9')
+			return false;
+		for (len = 0; *p >= '0' && *p <= '9' && len <= 32; p++)
+			len = len * 10 + (*p - '0');
+		if (*p != '\0' || len > 32)
+			return false;
+	}
+	if (inet_pton(AF_INET, ip, &in) != 1)
+		return false;
+	*addr = in.s_addr;
+	*plen = len;
+	return true;
+}

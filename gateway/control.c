@@ -203,7 +203,7 @@ handle(struct gw *gw, json_t *req)
 		if (gw->vlog != NULL)
 			nfq_nflog_stats(gw->vlog, &vs);
 		o = json_pack("{s:b, s:s, s:I, s:s, s:I, s:{s:I, s:I, s:I, s:I, "
-		    "s:I, s:I, s:I, s:I}, "
+		    "s:I, s:I, s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -219,6 +219,8 @@ handle(struct gw *gw, json_t *req)
 		    "verify_copies_lost", (json_int_t)vs.overruns,
 		    "verify_mark_errors", (json_int_t)gw->verify_mark_errors,
 		    "held_flows", (json_int_t)gw_inspect_count(gw),
+		    "stale_syns", (json_int_t)gw->stale_syns,
+		    "stale_refused", (json_int_t)gw->stale_refused,
 		    "store", "queued", (json_int_t)st.queued,
 		    "written", (json_int_t)st.written,
 		    "rejected", (json_int_t)st.rejected,

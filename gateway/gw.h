@@ -286,6 +286,11 @@ struct gw {
 	uint64_t		 verify_expired;	/* TLS connections whose
 						 * server never acknowledged
 						 * the hello (inspect.c) */
+	uint64_t		 stale_syns;	/* flights held from SYNs
+						 * conntrack did not take as
+						 * new (inspect.c) */
+	uint64_t		 stale_refused;	/* ... whose bytes came
+						 * before the server's SYN-ACK */
 	/* Resets sent to the servers of connections refused after their
 	 * handshake (inspect.c): a raw socket in the gateway namespace,
 	 * opened at set-up (CAP_NET_RAW then, not later); -1 without. */

@@ -1014,6 +1014,8 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	sb->holds++;
 	h->kind = kind == GW_INSPECT_TLS ? HOLD_TLS : HOLD_HTTP;
 	h->stale = (pkt->mark & GW_MARK_MASK) == GW_MARK_STALE;
+	if (h->stale)
+		gw->stale_syns++;
 	h->key = key;
 	h->t = *t;
 	h->t.l4_payload = NULL;
@@ -1062,6 +1064,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 		/* data in a stale SYN (TCP Fast Open): no SYN-ACK can have
 		 * said where its stream starts yet */
 		add_id(gw, h, pkt->id);
+		gw->stale_refused++;
 		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
 		return 0;
 	}
@@ -1321,6 +1324,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * than sluiced would. Refused, as before the change that
 		 * held such flights (adversarial 24, 25) */
 		add_id(gw, h, pkt->id);
+		gw->stale_refused++;
 		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
 		return;
 	}

@@ -251,6 +251,8 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->denied_unlogged = gw->denied_unlogged;
 	st->revoked = gw->revoked;
 	st->verify_expired = gw->verify_expired;
+	st->stale_syns = gw->stale_syns;
+	st->stale_refused = gw->stale_refused;
 	st->verify_mark_errors = gw->verify_mark_errors;
 	st->server_resets = gw->server_resets;
 	st->server_reset_errors = gw->server_reset_errors;
@@ -522,6 +524,12 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Connections ended because the server never acknowledged the "
 	    "ClientHello or request framing sluiced decided on.",
 	    st->verify_expired);
+	one(&t, "sluice_stale_syns_total", "counter",
+	    "SYNs conntrack did not take as new (a 5-tuple reused while its "
+	    "old entry lingers) that a flight was held from.", st->stale_syns);
+	one(&t, "sluice_stale_refused_total", "counter",
+	    "Of those, connections refused for sending bytes before the "
+	    "server's SYN-ACK of the SYN.", st->stale_refused);
 	one(&t, "sluice_verify_copies_total", "counter",
 	    "Copies of servers' packets read for the acknowledgement that "
 	    "proves a first flight.", st->verify_copies);

@@ -61,6 +61,8 @@ struct gw_metrics_state {
 	uint64_t		 packets;	/* given to sluiced by the queue */
 	uint64_t		 packet_errors;	/* unparseable, dropped */
 	uint64_t		 verify_expired;
+	uint64_t		 stale_syns;	/* flights held from stale SYNs */
+	uint64_t		 stale_refused;	/* ... refused before a SYN-ACK */
 	uint64_t		 verify_copies;	/* server packets' copies read */
 	uint64_t		 verify_copies_lost;	/* ... the kernel dropped */
 	uint64_t		 verify_mark_errors;	/* proven, mark unchanged */

@@ -20,7 +20,8 @@ gw_addr_split(const char *s, uint32_t *addr, int *plen)
 	if (slash != NULL) {
 		const char *p = slash + 1;
 
-		/* one or two digits, no sign, no space, nothing after */
+		/* digits only (no sign, no space, nothing after), at
+		 * most 32 */
 		if (*p < '0' || *p > '9')
 			return false;
 		for (len = 0; *p >= '0' && *p <= '9' && len <= 32; p++)

@@ -495,6 +495,19 @@ hold_mark(const struct hold *h)
 	    h->kept.n > 0)) ? GW_MARK_VERIFY : GW_MARK_INSPECT;
 }
 
+/* Bytes on a stale SYN's connection before the server's SYN-ACK of its
+ * ISN (pkt carries them): the server may be reading them as an older
+ * connection's, from elsewhere than sluiced would, so the flow is
+ * refused (adversarial 24, 25). */
+static void
+refuse_stale(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    const struct nfq_packet *pkt)
+{
+	add_id(gw, h, pkt->id);
+	gw->stale_refused++;
+	deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
+}
+
 /* ---- TLS ----------------------------------------------------------- */
 
 static void
@@ -1063,9 +1076,7 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	if (h->stale) {
 		/* data in a stale SYN (TCP Fast Open): no SYN-ACK can have
 		 * said where its stream starts yet */
-		add_id(gw, h, pkt->id);
-		gw->stale_refused++;
-		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
+		refuse_stale(gw, sb, h, pkt);
 		return 0;
 	}
 	/* TCP Fast Open: data in the SYN is part of the first flight and
@@ -1183,12 +1194,11 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		else {
 			proof_mark(gw, pkt, h, GW_MARK_VERIFY);
 			if (t->tcp_flags & TH_RST) {
-				/* refused: the attempt's row is its SYN's */
-				if (!h->logged)
-					(void)log_hold(gw,
-					    gw_sandbox_by_ifindex(gw,
-					    h->key.ifindex), h, &h->syn, NULL,
-					    NULL);
+				/* refused: the attempt's row is its SYN's
+				 * (no byte was taken while stale) */
+				log_cut(gw, gw_sandbox_by_ifindex(gw,
+				    h->key.ifindex), h,
+				    GW_R_NO_INSPECTION_STATE);
 				hold_free(gw, h);
 			}
 			return;
@@ -1316,32 +1326,25 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		gw_verify_drain(gw);
 		h = hold_find(gw->holds, &key);
 	}
-	if (h != NULL && h->stale && sb != NULL && t->l4_len > 0 &&
-	    !(t->tcp_flags & TH_RST)) {
-		/* bytes on a stale SYN's connection that the server has
-		 * answered with no SYN-ACK of its ISN: the server may be
-		 * reading them as the older connection's, from elsewhere
-		 * than sluiced would. Refused, as before the change that
-		 * held such flights (adversarial 24, 25) */
-		add_id(gw, h, pkt->id);
-		gw->stale_refused++;
-		deny_hold(gw, sb, h, GW_R_NO_INSPECTION_STATE, NULL, NULL);
-		return;
-	}
-	if (h != NULL && h->stale && sb != NULL && (t->tcp_flags & TH_RST) &&
-	    t->l4_len == 0) {
-		/* the client resets what the server answered instead of a
-		 * SYN-ACK, an ACK of the older connection (Linux does, in
-		 * SYN-SENT): the reset goes on, so that the server lets that
-		 * connection go and the client's next SYN finds it gone.
-		 * The attempt's row is its SYN's */
-		if (!h->logged)
-			(void)log_hold(gw, sb, h, &h->syn, NULL, NULL);
-		if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT, true,
-		    GW_MARK_INSPECT) == -1)
-			log_warn("verdict");
-		hold_free(gw, h);
-		return;
+	if (h != NULL && h->stale && sb != NULL) {
+		if ((t->tcp_flags & TH_RST) && t->l4_len == 0) {
+			/* the client resets what the server answered instead
+			 * of a SYN-ACK, an ACK of the older connection (Linux
+			 * does, in SYN-SENT): the reset goes on, so that the
+			 * server lets that connection go and the client's
+			 * next SYN finds it gone. The attempt's row is its
+			 * SYN's (no byte was taken while stale) */
+			log_cut(gw, sb, h, GW_R_NO_INSPECTION_STATE);
+			if (nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT,
+			    true, GW_MARK_INSPECT) == -1)
+				log_warn("verdict");
+			hold_free(gw, h);
+			return;
+		}
+		if (t->l4_len > 0 && !(t->tcp_flags & TH_RST)) {
+			refuse_stale(gw, sb, h, pkt);
+			return;
+		}
 	}
 	if (h == NULL && gw->nflog != NULL) {
 		/*

@@ -35,3 +35,35 @@ gw_addr_split(const char *s, uint32_t *addr, int *plen)
 	*plen = len;
 	return true;
 }
+
+char *
+gw_addr_str(uint32_t a, char *buf)
+{
+	const uint8_t *o = (const uint8_t *)&a;
+	char *p = buf;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (i > 0)
+			*p++ = '.';
+		if (o[i] >= 100)
+			*p++ = (char)('0' + o[i] / 100);
+		if (o[i] >= 10)
+			*p++ = (char)('0' + o[i] / 10 % 10);
+		*p++ = (char)('0' + o[i] % 10);
+	}
+	*p = '\0';
+	return buf;
+}
+
+void
+gw_strcopy(char *dst, size_t size, const char *src)
+{
+	size_t n;
+
+	if (src == NULL)
+		src = "";
+	n = strnlen(src, size - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}

@@ -208,14 +208,6 @@ printable(char *dst, size_t len, const char *src)
 	dst[i] = '\0';
 }
 
-static void
-ip_str(uint32_t a, char *buf, size_t len)
-{
-	struct in_addr in = { .s_addr = a };
-
-	inet_ntop(AF_INET, &in, buf, (socklen_t)len);
-}
-
 static const char *
 proto_name(const struct gw_replay_row *w)
 {
@@ -254,8 +246,8 @@ row_json(const struct gw_replay_row *w, const char *kind)
 	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
 	json_t *o;
 
-	ip_str(w->saddr, src, sizeof(src));
-	ip_str(w->daddr, dst, sizeof(dst));
+	gw_addr_str(w->saddr, src);
+	gw_addr_str(w->daddr, dst);
 	o = json_pack("{s:s, s:I, s:s, s:s, s:o, s:s, s:o, s:s, s:s}",
 	    "kind", kind != NULL ? kind :
 	    w->kind == GW_REPLAY_DNS ? "dns" : "flow",
@@ -309,7 +301,7 @@ destination(const struct gw_replay_row *w, char *buf, size_t len)
 		    name : "(malformed)", w->qtype);
 		return;
 	}
-	ip_str(w->daddr, ip, sizeof(ip));
+	gw_addr_str(w->daddr, ip);
 	n = w->sni[0] != '\0' ? w->sni : w->http_host[0] != '\0' ?
 	    w->http_host : w->name;
 	printable(name, sizeof(name), n);
@@ -434,7 +426,7 @@ summary_json(const struct gw_replay *r)
 	uint32_t a = gw_replay_sandbox_addr(r);
 
 	gw_replay_get_stats(r, &st);
-	ip_str(a, addr, sizeof(addr));
+	gw_addr_str(a, addr);
 	return json_pack("{s:s, s:o, s:I, s:I, s:I, s:I, s:I}",
 	    "kind", "summary",
 	    "sandbox_addr", a != 0 ? json_string(addr) : json_null(),
@@ -457,7 +449,7 @@ print_notes(const struct gw_replay *r)
 		printf("note: no packet in the trace opens a connection or "
 		    "asks a name: no sandbox found (see --sandbox-addr)\n");
 	else {
-		ip_str(gw_replay_sandbox_addr(r), addr, sizeof(addr));
+		gw_addr_str(gw_replay_sandbox_addr(r), addr);
 		printf("sandbox %s, %llu frames\n", addr,
 		    (unsigned long long)st.frames);
 	}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/addr.h"
 #include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -36,17 +37,9 @@ note_of(struct dns_request *req)
 	return (struct note *)(void *)req->user.bytes;
 }
 
-/* src into dst (size bytes), cut short if need be, always terminated:
- * a query's row copies a dozen strings, and snprintf("%s") was a tenth of
- * the resolver's own time. */
-static void
-scopy(char *dst, size_t size, const char *src)
-{
-	size_t n = strnlen(src, size - 1);
-
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
+/* a query's row copies a dozen strings, and snprintf("%s") was a tenth
+ * of the resolver's own time: gw_strcopy (addr.h) */
+#define scopy	gw_strcopy
 
 static enum dns_action
 dns_query(void *arg, struct dns_request *req, unsigned *rcode)
@@ -165,13 +158,12 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 	struct note *n = note_of(req);
 	struct store_dns d;
 	char tbuf[16], rbuf[16];
-	struct in_addr a = { .s_addr = req->src_addr };
 
 	/* every field is set below (no memset: the row is 1.4 KB) */
 	d.ts_us = store_now_us();
 	scopy(d.sandbox, sizeof(d.sandbox), n->sandbox);
 	d.proto = req->tcp ? "tcp" : "udp";
-	inet_ntop(AF_INET, &a, d.src_ip, sizeof(d.src_ip));
+	gw_addr_str(req->src_addr, d.src_ip);
 	d.src_port = req->src_port;
 	d.qname[0] = d.qtype[0] = '\0';
 	if (req->perr == DNS_PARSE_OK) {

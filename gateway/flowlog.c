@@ -5,22 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/addr.h"
 #include "gateway/gw.h"
 #include "gateway/verdict.h"
 
-static void
-ip_str(uint32_t a, char *buf, size_t len)
-{
-	struct in_addr in = { .s_addr = a };
-
-	inet_ntop(AF_INET, &in, buf, (socklen_t)len);
-}
-
-static void
-copy(char *dst, size_t len, const char *src)
-{
-	snprintf(dst, len, "%s", src != NULL ? src : "");
-}
+#define copy	gw_strcopy
 
 /*
  * What every row has, from the sandbox and the decision; then queues it.
@@ -59,8 +48,8 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 
 	memset(&f, 0, sizeof(f));
 	f.proto = nfq_proto_name(t->proto);
-	ip_str(t->saddr, f.src_ip, sizeof(f.src_ip));
-	ip_str(t->daddr, f.dst_ip, sizeof(f.dst_ip));
+	gw_addr_str(t->saddr, f.src_ip);
+	gw_addr_str(t->daddr, f.dst_ip);
 	f.src_port = ports ? t->sport : -1;
 	f.dst_port = ports ? t->dport : -1;
 	if (x != NULL) {
@@ -117,8 +106,8 @@ gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
 	memset(&fe, 0, sizeof(fe));
 	fe.ts_us = store_now_us();
 	fe.proto = nfq_proto_name(e->proto);
-	ip_str(e->saddr, fe.src_ip, sizeof(fe.src_ip));
-	ip_str(e->daddr, fe.dst_ip, sizeof(fe.dst_ip));
+	gw_addr_str(e->saddr, fe.src_ip);
+	gw_addr_str(e->daddr, fe.dst_ip);
 	fe.src_port = ports ? e->sport : -1;
 	fe.dst_port = ports ? e->dport : -1;
 	fe.bytes_out = e->bytes_orig;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "gateway/addr.h"
 #include "gateway/capture.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
@@ -256,7 +257,7 @@ decide_name(struct gw *gw, struct gw_sandbox *sb, const struct hold *h,
 {
 	struct gw_decide_ctx ctx = gw_decide_ctx_of(gw, sb, now);
 
-	snprintf(d->name, sizeof(d->name), "%s", h->syn.name);
+	gw_strcopy(d->name, sizeof(d->name), h->syn.name);
 	gw_decide_name(&ctx, h->t.daddr, h->t.dport, presented, admitted,
 	    not_allowed, mismatch, d);
 	if (d->verdict == GW_ALLOW && !store_writable(gw->store)) {
@@ -534,7 +535,7 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	{
 		struct gw_decide_ctx ctx = gw_decide_ctx_of(gw, sb, now);
 
-		snprintf(d.name, sizeof(d.name), "%s", h->syn.name);
+		gw_strcopy(d.name, sizeof(d.name), h->syn.name);
 		gw_decide_hello(&ctx, h->t.daddr, h->t.dport, &hello, &d);
 		if (d.verdict == GW_ALLOW && !store_writable(gw->store)) {
 			d.verdict = GW_DENY;
@@ -1036,12 +1037,10 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->t.tcp_opts = NULL;
 	h->t.tcp_optlen = 0;
 	h->syn = *d;
-	snprintf(h->syn_rule, sizeof(h->syn_rule), "%s",
-	    d->rule != NULL ? d->rule : "");
+	gw_strcopy(h->syn_rule, sizeof(h->syn_rule), d->rule);
 	h->syn.rule = d->rule != NULL ? h->syn_rule : NULL;
 	h->syn.domain = NULL;
-	snprintf(h->syn_sha256, sizeof(h->syn_sha256), "%s",
-	    sb->policy->sha256);
+	gw_strcopy(h->syn_sha256, sizeof(h->syn_sha256), sb->policy->sha256);
 	h->last_ms = now;
 	nfq_reasm_init(h->reasm, t->tcp_seq + 1);
 	h->sent_end = h->reasm->base;

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "gateway/addr.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
 #include "gateway/names.h"
@@ -139,14 +140,6 @@ slot_addrs(const struct gw *gw, unsigned slot, uint32_t *gwa, uint32_t *sba)
 	*sba = htonl(base + 2);
 }
 
-static const char *
-ip_str(uint32_t a, char *buf)
-{
-	struct in_addr in = { .s_addr = a };
-
-	return inet_ntop(AF_INET, &in, buf, INET_ADDRSTRLEN);
-}
-
 /* ---- kept state: one JSON file per sandbox under state-dir/sandboxes --- */
 
 static void
@@ -194,7 +187,7 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
 	/* addr: what its link carries, which the pool decides (restore) */
 	o = json_pack("{s:s, s:i, s:I, s:s, s:s}", "name", sb->name,
 	    "slot", (int)sb->slot, "created_us", (json_int_t)sb->created_us,
-	    "policy", sb->policy->text, "addr", ip_str(sb->addr, ip));
+	    "policy", sb->policy->text, "addr", gw_addr_str(sb->addr, ip));
 	if (o == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -462,7 +455,7 @@ log_sandbox(struct gw *gw, const struct gw_sandbox *sb, const char *event)
 {
 	char ip[INET_ADDRSTRLEN], cidr[INET_ADDRSTRLEN + 4];
 
-	snprintf(cidr, sizeof(cidr), "%s/30", ip_str(sb->addr, ip));
+	snprintf(cidr, sizeof(cidr), "%s/30", gw_addr_str(sb->addr, ip));
 	if (store_put_sandbox(gw->store, store_now_us(), sb->name, event,
 	    sb->ifname, cidr) == -1)
 		log_warn("sandbox %s: %s not logged", sb->name, event);
@@ -592,7 +585,7 @@ gw_sandbox_add(struct gw *gw, const char *name, const char *policy_text,
 	}
 	sb->policy = p;
 	sb->created_us = store_now_us();
-	ip_str(sb->gw_addr, resolver);
+	gw_addr_str(sb->gw_addr, resolver);
 	nsfd = attach != NULL ?
 	    attach_netns(gw, name, attach, resolver, err, errlen) :
 	    gw_netns_create(gw, name, resolver, err, errlen);
@@ -714,7 +707,7 @@ replumb(struct gw *gw, struct gw_sandbox *sb, char *err, size_t errlen)
 	char resolver[INET_ADDRSTRLEN];
 	int nsfd, rc;
 
-	ip_str(sb->gw_addr, resolver);
+	gw_addr_str(sb->gw_addr, resolver);
 	if (gw_netns_exists(sb->name))
 		nsfd = gw_netns_open(sb->name, false, err, errlen);
 	else
@@ -922,7 +915,7 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		sb->policy = p;
 		sb->created_us = created;
 		if (addr != NULL && !gw->cfg.teardown &&
-		    strcmp(addr, ip_str(sb->addr, ip)) != 0) {
+		    strcmp(addr, gw_addr_str(sb->addr, ip)) != 0) {
 			snprintf(err, errlen, "sandbox %s has address %s, made "
 			    "under another --pool (this one, %s, gives it "
 			    "%s): start sluiced with the pool it was made "
@@ -946,7 +939,7 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 			continue;
 		}
 		if (!gw->cfg.teardown &&
-		    gw_netns_resolv_conf(gw, sb->name, ip_str(sb->gw_addr, ip),
+		    gw_netns_resolv_conf(gw, sb->name, gw_addr_str(sb->gw_addr, ip),
 		    perr, sizeof(perr)) == -1)
 			log_warnx("sandbox %s: %s", sb->name, perr);
 		link_sandbox(gw, sb);

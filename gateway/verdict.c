@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/addr.h"
 #include "gateway/verdict.h"
 
 static const char *const reason_names[GW_R_COUNT] = {
@@ -114,7 +115,7 @@ check_binding(void *arg, const char *name, uint64_t expires_ms)
 	if (bc->name[0] == '\0' || rank(v) < rank(bc->best)) {
 		bc->best = v;
 		bc->rule = rule;
-		snprintf(bc->name, sizeof(bc->name), "%s", name);
+		gw_strcopy(bc->name, sizeof(bc->name), name);
 		bc->expires_ms = expires_ms;
 	}
 	/* the best a name can say: allowed; or, when no entry names the
@@ -196,7 +197,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 		dns_bindings_find(ctx->bindings, ctx->sandbox_id, t->daddr,
 		    ctx->now_ms, check_binding, &bc);
 		if (bc.name[0] != '\0')
-			snprintf(out->name, sizeof(out->name), "%s", bc.name);
+			gw_strcopy(out->name, sizeof(out->name), bc.name);
 	}
 	if (bc.best == POLICY_NAME_ALLOWED) {
 		out->verdict = GW_ALLOW;
@@ -346,14 +347,18 @@ static void
 append_addr(char *list, size_t len, const uint8_t a[4])
 {
 	size_t used = strlen(list);
+	uint32_t v;
 
+	/* room for a comma, 15 characters and the terminator */
 	if (used + 17 >= len) {
 		if (used + 5 < len && (used < 3 || strcmp(list + used - 3, "...") != 0))
 			strcat(list, ",...");
 		return;
 	}
-	snprintf(list + used, len - used, "%s%u.%u.%u.%u", used ? "," : "",
-	    a[0], a[1], a[2], a[3]);
+	memcpy(&v, a, sizeof(v));
+	if (used > 0)
+		list[used++] = ',';
+	gw_addr_str(v, list + used);
 }
 
 /*

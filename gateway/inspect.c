@@ -413,6 +413,27 @@ reset_server(struct gw *gw, const struct hold *h)
 }
 
 /*
+ * A connection refused for want of state (a restart while its first flight
+ * was held or under proof, an HTTP connection silent past --http-idle) is
+ * reset at the server too, or it would keep its side open until its own
+ * timeout. Nothing says where the server is in the stream but the
+ * refused segment: at its start, if it is the first the server has not
+ * taken (a retransmission of a held flight, the next request), or at its
+ * end, if the server took it once before. Only a sandbox's own TCP
+ * connections: the ruleset drops a reset of anything else.
+ */
+static void
+reset_stateless(struct gw *gw, const struct gw_sandbox *sb,
+    const struct nfq_flow_key *k, const struct nfq_tuple *t)
+{
+	uint32_t seqs[2] = { t->tcp_seq, t->tcp_seq + (uint32_t)t->l4_len };
+
+	if (sb == NULL || t->proto != IPPROTO_TCP || (t->tcp_flags & TH_SYN))
+		return;
+	(void)reset_to(gw, k, seqs, 2);
+}
+
+/*
  * Ends the flow: the server is reset, held packets are dropped and the
  * last one goes round the chain again with the deny mark, so the kernel
  * resets the client and the connection keeps the deny mark for whatever
@@ -1417,8 +1438,10 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 				if (sb != NULL && !gw_limit_conn(gw, sb, now))
 					(void)gw_limit_log_flow(gw, sb, t,
 					    GW_LIMIT_CONN, now);
-				else
+				else {
 					(void)gw_log_flow(gw, sb, t, &d, NULL);
+					reset_stateless(gw, sb, &key, t);
+				}
 			}
 			(void)nfq_queue_verdict(gw->queue, pkt->id, NF_REPEAT,
 			    true, GW_MARK_DENY);

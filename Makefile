@@ -176,10 +176,10 @@ fuzz:
 # The benchmark (issue 8): sluice against plain forwarding, conntrack,
 # tinyproxy, squid and dnsmasq, in namespaces; about 8 minutes on 2 CPUs. Writes
 # tests/bench/results/latest.md (and latest.jsonl, perf-sluiced.txt).
-$(B)/connbench: tests/bench/connbench.c
+$(B)/connbench: tests/bench/connbench.c $(B)/libsluice.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libsluice.a -ljansson
 
 # The log writer alone: rows through store.h, the writer thread's CPU per
 # row (see the file's head for its arguments). Not part of `make bench`.

@@ -2,6 +2,7 @@
 /*
  * connbench -m tls|http -a ADDR -p PORT [-n NAME] [-H HELLO] [-x PROXY:PORT]
  *           [-c CONC] [-d SECONDS] [-r RATE] [-t TIMEOUT_MS]
+ * connbench -m status -S CTLSOCK [-d SECONDS]
  *
  * One thread, epoll, CONC connections in flight. Each connection:
  *   tls   sends the ClientHello read from HELLO (a real one, made once by
@@ -18,6 +19,14 @@
  * hold of the first flight. Without -r the load is closed-loop (as fast as
  * CONC connections allow); with -r, new connections start at RATE per
  * second, at most CONC at once, for latency at a light load.
+ *
+ * -m status opens no connection: it asks sluiced's status over its control
+ * socket every 250 ms for SECONDS, beside a load run by another process,
+ * and reports the largest writer queue depth and count of flows held for
+ * inspection (s_depth_max, s_held_max). One process for the whole load,
+ * not a loop of `sluice status` in the shell: on this 2-CPU VM that
+ * loop's processes (a sluice and two seds every 250 ms) took about a tenth
+ * of S's TLS connection rate, which B1 and the proxies did not pay.
  *
  * Prints one JSON object on stdout. Exit status 0, or 1 on a usage error.
  */
@@ -37,12 +46,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "gateway/cli.h"
+
 #define CONC_MAX	1024
+#define SAMPLE_NS	250000000ull
 #define SAMPLES_MAX	(4u << 20)
 #define HELLO_MAX	16384
 #define REQ_MAX		1024
 
-enum mode { MODE_TLS, MODE_HTTP };
+enum mode { MODE_TLS, MODE_HTTP, MODE_STATUS };
 
 enum state {
 	ST_FREE,
@@ -78,6 +92,7 @@ struct opts {
 	double			 secs;
 	double			 rate;
 	uint64_t		 timeout_ns;
+	const char		*ctl;		/* -S: sluiced's control socket */
 };
 
 struct samples {
@@ -94,6 +109,8 @@ static char preq[REQ_MAX];
 static size_t preq_len;
 static struct samples lat, clat;
 static uint64_t n_ok, n_err[E_MAX], n_started;
+static json_int_t s_depth_max = -1, s_held_max = -1;
+static unsigned s_samples, s_sample_errors;
 
 static uint64_t
 now_ns(void)
@@ -109,7 +126,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: connbench -m tls|http -a ADDR -p PORT [-n NAME] "
 	    "[-H HELLO] [-x PROXY:PORT] [-c CONC] [-d SECONDS] [-r RATE] "
-	    "[-t TIMEOUT_MS]\n");
+	    "[-t TIMEOUT_MS]\n       connbench -m status -S CTLSOCK "
+	    "[-d SECONDS]\n");
 	exit(1);
 }
 
@@ -443,6 +461,70 @@ on_event(int ep, struct conn *c, uint32_t events, uint64_t now)
 	}
 }
 
+/* json member a.b of v as an integer, or -1 */
+static json_int_t
+member(json_t *v, const char *a, const char *b)
+{
+	json_t *n = json_object_get(json_object_get(v, a), b);
+
+	return json_is_integer(n) ? json_integer_value(n) : -1;
+}
+
+/* One status of sluiced: the writer's queue depth and the held flows. */
+static void
+sample(void)
+{
+	json_t *ask, *reply = NULL;
+	json_int_t d, h;
+	char err[256];
+
+	if ((ask = json_pack("{s:s}", "cmd", "status")) == NULL ||
+	    ctl_client_call(o.ctl, ask, &reply, err, sizeof(err)) != 0) {
+		s_sample_errors++;
+		json_decref(ask);
+		return;
+	}
+	json_decref(ask);
+	d = member(reply, "store", "depth");
+	h = member(reply, "queue", "held_flows");
+	json_decref(reply);
+	if (d < 0 || h < 0) {
+		s_sample_errors++;
+		return;
+	}
+	s_samples++;
+	if (d > s_depth_max)
+		s_depth_max = d;
+	if (h > s_held_max)
+		s_held_max = h;
+}
+
+/* -m status: samples for o.secs, then prints the largest of each. */
+static int
+watch(void)
+{
+	uint64_t t_end = now_ns() + (uint64_t)(o.secs * 1e9), next = now_ns();
+	struct timespec ts;
+	uint64_t now;
+
+	while ((now = now_ns()) < t_end) {
+		if (now < next) {
+			ts.tv_sec = (time_t)((next - now) / 1000000000u);
+			ts.tv_nsec = (long)((next - now) % 1000000000u);
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		sample();
+		next += SAMPLE_NS;
+	}
+	printf("{\"s_depth_max\": %" JSON_INTEGER_FORMAT
+	    ", \"s_held_max\": %" JSON_INTEGER_FORMAT
+	    ", \"s_samples\": %u, \"s_sample_errors\": %u}\n",
+	    s_depth_max < 0 ? 0 : s_depth_max, s_held_max < 0 ? 0 : s_held_max,
+	    s_samples, s_sample_errors);
+	return 0;
+}
+
 static void
 run(struct conn *cs)
 {
@@ -512,13 +594,15 @@ main(int argc, char **argv)
 	o.conc = 1;
 	o.secs = 3;
 	o.timeout_ns = 3000000000ull;
-	while ((ch = getopt(argc, argv, "m:a:p:n:H:x:c:d:r:t:")) != -1) {
+	while ((ch = getopt(argc, argv, "m:a:p:n:H:x:c:d:r:t:S:")) != -1) {
 		switch (ch) {
 		case 'm':
 			if (strcmp(optarg, "tls") == 0)
 				o.mode = MODE_TLS;
 			else if (strcmp(optarg, "http") == 0)
 				o.mode = MODE_HTTP;
+			else if (strcmp(optarg, "status") == 0)
+				o.mode = MODE_STATUS;
 			else
 				usage();
 			break;
@@ -533,9 +617,15 @@ main(int argc, char **argv)
 		case 't':
 			o.timeout_ns = num(optarg, 1, 60000, "timeout") * 1000000ull;
 			break;
+		case 'S': o.ctl = optarg; break;
 		default:
 			usage();
 		}
+	}
+	if (o.mode == MODE_STATUS) {
+		if (o.ctl == NULL)
+			usage();
+		return watch();
 	}
 	if (addr == NULL || o.port == 0 || o.name == NULL)
 		usage();

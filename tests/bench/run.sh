@@ -152,18 +152,26 @@ s_before() {
 	SB_HELD_MAX=0
 }
 
-# s_sample: while a load runs, the writer's queue depth and the flows held
-# for inspection (max kept). It runs only during S's loads, so it must
-# cost next to nothing: one `sluice status` (C) and two seds, no interpreter (a python3 start every
-# 250 ms took a tenth of a CPU from S alone and put milliseconds on its
-# latency tail that B1 and P did not carry).
-s_sample() {
-	local st d h
-	st=$(bn_status)
-	d=$(sed -n 's/.*"depth": *\([0-9]*\).*/\1/p' <<< "$st")
-	h=$(sed -n 's/.*"held_flows": *\([0-9]*\).*/\1/p' <<< "$st")
-	[ "${d:-0}" -gt "$SB_DEPTH_MAX" ] && SB_DEPTH_MAX=$d
-	[ "${h:-0}" -gt "$SB_HELD_MAX" ] && SB_HELD_MAX=$h
+# s_watch SECS / s_watched: while a load runs, the writer's queue depth
+# and the flows held for inspection (their largest), sampled by one
+# `connbench -m status` process beside the load. It runs only during S's
+# loads, so it must cost next to nothing: a loop of `sluice status` and
+# two seds here every 250 ms took a tenth of S's TLS connection rate on
+# the 2-CPU VM, which B1 and the proxies did not pay (a python3 start
+# every 250 ms, before that, took a tenth of a CPU).
+s_watch() {
+	timeout $((${1%.*} + 15)) "$CONNBENCH" -m status -S "$TB_DIR/ctl.sock" \
+	    -d "$1" > "$TB_DIR/watch.out" 2>/dev/null &
+	SB_WATCH_PID=$!
+}
+s_watched() {
+	local w
+	wait "$SB_WATCH_PID"
+	w=$(cat "$TB_DIR/watch.out")
+	SB_DEPTH_MAX=$(sed -n 's/.*"s_depth_max": *\([0-9]*\).*/\1/p' <<< "$w")
+	SB_HELD_MAX=$(sed -n 's/.*"s_held_max": *\([0-9]*\).*/\1/p' <<< "$w")
+	SB_DEPTH_MAX=${SB_DEPTH_MAX:-0}
+	SB_HELD_MAX=${SB_HELD_MAX:-0}
 }
 
 s_after() {
@@ -229,17 +237,13 @@ conn() {
 		bn_resolve_s "${CONN_NAME:-}" "${CONN_ADDR:-}" >/dev/null 2>&1
 		s_before
 	fi
+	# the latency runs (a fixed rate) are not sampled at all
+	[ "$cfg" = S ] && [ "$rate" = 0 ] && s_watch "$secs"
 	ip netns exec "$ns" "$CONNBENCH" "${args[@]}" > "$TB_DIR/cb.out" 2>"$TB_DIR/cb.err" &
 	pid=$!
-	# the latency runs (a fixed rate) are not sampled at all
-	if [ "$cfg" = S ] && [ "$rate" = 0 ]; then
-		while kill -0 "$pid" 2>/dev/null; do
-			s_sample
-			sleep 0.25
-		done
-	fi
 	wait "$pid"
 	t_end=$(tb_time_ms)
+	[ "$cfg" = S ] && [ "$rate" = 0 ] && s_watched
 	out=$(cat "$TB_DIR/cb.out")
 	if [ "$cfg" = S ]; then
 		s_after "$t_end"
@@ -290,13 +294,9 @@ dns() {
 	    -s "$srv" -p "$port" -d "$TB_DIR/queries.txt" -l "$BENCH_SECS" \
 	    -c 4 -q 100 -t 2 > "$TB_DIR/dnsperf.out" 2>&1 &
 	dpid=$!
-	if [ "$cfg" = S ]; then
-		while kill -0 "$dpid" 2>/dev/null; do
-			s_sample
-			sleep 0.25
-		done
-	fi
+	[ "$cfg" = S ] && s_watch "$BENCH_SECS"
 	wait "$dpid"
+	[ "$cfg" = S ] && s_watched
 	c1=$(bn_cpu_ns "$pid")
 	out=$(cat "$TB_DIR/dnsperf.out")
 	out=$("$TB_PY" -c '

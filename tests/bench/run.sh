@@ -13,7 +13,7 @@
 # BENCH_SANDBOXES (1000), BENCH_SANDBOX_TIME (90 s for adding them),
 # BENCH_ENTRIES (10000), BENCH_TRACKED (100000 connections in the
 # gateway's conntrack for the memory target, filled for at most
-# BENCH_FILL_SECS, 30), BENCH_DEADLINE (540 s: later phases are skipped,
+# BENCH_FILL_SECS, 40), BENCH_DEADLINE (540 s: later phases are skipped,
 # and say so, once a run has taken this long), BENCH_SLUICED_ARGS (more
 # flags for sluiced, e.g. --kernel-syn off), BENCH_PERF (1: profile
 # sluiced with perf(1) under load, if perf works; skipped once a run has
@@ -30,7 +30,7 @@ BENCH_SANDBOXES=${BENCH_SANDBOXES:-1000}
 BENCH_SANDBOX_TIME=${BENCH_SANDBOX_TIME:-90}
 BENCH_ENTRIES=${BENCH_ENTRIES:-10000}
 BENCH_TRACKED=${BENCH_TRACKED:-100000}
-BENCH_FILL_SECS=${BENCH_FILL_SECS:-30}
+BENCH_FILL_SECS=${BENCH_FILL_SECS:-40}
 BENCH_DEADLINE=${BENCH_DEADLINE:-540}
 BENCH_PERF=${BENCH_PERF:-1}
 BENCH_PERF_DEADLINE=${BENCH_PERF_DEADLINE:-570}

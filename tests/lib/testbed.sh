@@ -745,6 +745,14 @@ print(n)
 EOF
 }
 
+# tb_server_sockets PORT SPORT: the internet's sockets on PORT (any state
+# but TIME-WAIT, which a reset never leaves) of the connection from SPORT:
+# whether a server still holds a connection the gateway refused.
+tb_server_sockets() {
+	ip netns exec "$TB_NETNS_INET" ss -Htn state connected \
+	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
+}
+
 # tb_attacker_packet_count [KEY=VALUE...]: packets that reached the
 # attacker, e.g. proto=tcp dport=4444, src=198.51.100.2, flags=S.
 tb_attacker_packet_count() {

@@ -18,13 +18,6 @@ EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
 
-# server_sockets PORT SPORT: the server's sockets (any state but
-# TIME-WAIT, which a reset never leaves) of the connection from SPORT
-server_sockets() {
-	ip netns exec "$TB_NETNS_INET" ss -Htn state connected \
-	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
-}
-
 # client PORT SPORT WHAT: one connection from SPORT, then WHAT:
 #   deny:  a whole ClientHello for b.test (same address, not allowed), or
 #          an HTTP request for b.test; prints reset/answered/...
@@ -119,12 +112,12 @@ tb_assert_match "$(client 443 41006 partial)" "^(reset|timeout)$" \
 ip netns exec "$TB_NETNS_INET" iptables -D INPUT -p tcp --sport 41006 --dport 443 \
     -m length --length 200:65535 -j DROP
 sleep 0.5
-tb_assert_eq "$(server_sockets 443 41006)" 0 "the server holds nothing of the connection it got half a hello of"
-tb_assert_eq "$(server_sockets 80 41005)" 0 "the server holds nothing of the kept-alive connection refused at its third request"
-tb_assert_eq "$(server_sockets 443 41001)" 0 "the server holds nothing of the denied TLS connection"
-tb_assert_eq "$(server_sockets 80 41002)" 0 "the server holds nothing of the denied HTTP connection"
-tb_assert_eq "$(server_sockets 443 41003)" 0 "the server holds nothing of the aborted connection"
-tb_assert_eq "$(server_sockets 443 41004)" 0 "the server holds nothing of the stalled connection"
+tb_assert_eq "$(tb_server_sockets 443 41006)" 0 "the server holds nothing of the connection it got half a hello of"
+tb_assert_eq "$(tb_server_sockets 80 41005)" 0 "the server holds nothing of the kept-alive connection refused at its third request"
+tb_assert_eq "$(tb_server_sockets 443 41001)" 0 "the server holds nothing of the denied TLS connection"
+tb_assert_eq "$(tb_server_sockets 80 41002)" 0 "the server holds nothing of the denied HTTP connection"
+tb_assert_eq "$(tb_server_sockets 443 41003)" 0 "the server holds nothing of the aborted connection"
+tb_assert_eq "$(tb_server_sockets 443 41004)" 0 "the server holds nothing of the stalled connection"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 8 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT src_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY src_port, id")" \
 "41001|deny|sni_not_allowed

@@ -19,13 +19,6 @@ EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
 
-# server_sockets PORT SPORT: the server's sockets (any state but
-# TIME-WAIT, which a reset never leaves) of the connection from SPORT
-server_sockets() {
-	ip netns exec "$TB_NETNS_INET" ss -Htn state connected \
-	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
-}
-
 # client PORT SPORT: connects from SPORT, sends the first 20 bytes of its
 # first flight (a ClientHello for a.test; an HTTP request for a.test),
 # prints "sent"; once $TB_DIR/go exists sends the rest and prints what
@@ -77,7 +70,7 @@ client 443 42101
 client 80 42102
 tb_wait_count 2 5 eval 'cat "$TB_DIR"/client.421* 2>/dev/null | grep -c "^sent$"' >/dev/null
 sleep 0.3
-tb_assert_eq "$(server_sockets 443 42101) $(server_sockets 80 42102)" "1 1" \
+tb_assert_eq "$(tb_server_sockets 443 42101) $(tb_server_sockets 80 42102)" "1 1" \
     "the server holds both connections (handshakes made, first flights held)"
 tb_check "sluiced stops (SIGTERM)" tb_sluiced_term
 r_stop=$(tb_sql "SELECT count(*) FROM flows WHERE id > $id0")
@@ -89,8 +82,8 @@ tb_wait_count 2 20 eval 'cat "$TB_DIR"/client.421* 2>/dev/null | grep -cv "^sent
 tb_assert_eq "$(sed -n 2p "$TB_DIR/client.42101") $(sed -n 2p "$TB_DIR/client.42102")" \
     "reset reset" "both clients are reset"
 sleep 0.3
-tb_assert_eq "$(server_sockets 443 42101)" 0 "the server holds nothing of the TLS connection"
-tb_assert_eq "$(server_sockets 80 42102)" 0 "the server holds nothing of the HTTP connection"
+tb_assert_eq "$(tb_server_sockets 443 42101)" 0 "the server holds nothing of the TLS connection"
+tb_assert_eq "$(tb_server_sockets 80 42102)" 0 "the server holds nothing of the HTTP connection"
 tb_assert_eq "$(grep -c '"GET ' "$TB_DIR/nginx.access.log")" 0 \
     "nginx answered no request on either"
 tb_assert_eq "$r_stop" 2 "the stop wrote a row for each cut flight"

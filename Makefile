@@ -174,7 +174,7 @@ fuzz:
 		fi' 
 
 # The benchmark (issue 8): sluice against plain forwarding, conntrack,
-# tinyproxy, squid and dnsmasq, in namespaces; about 8 minutes on 2 CPUs. Writes
+# tinyproxy, squid and dnsmasq, in namespaces; about 9 minutes on 2 CPUs. Writes
 # tests/bench/results/latest.md (and latest.jsonl, perf-sluiced.txt).
 $(B)/connbench: tests/bench/connbench.c $(B)/libsluice.a
 	@mkdir -p $(@D)

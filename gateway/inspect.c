@@ -420,7 +420,8 @@ reset_server(struct gw *gw, const struct hold *h)
  * refused segment: at its start, if it is the first the server has not
  * taken (a retransmission of a held flight, the next request), or at its
  * end, if the server took it once before. Only a sandbox's own TCP
- * connections: the ruleset drops a reset of anything else.
+ * connections, from its own address (the ruleset also drops a reset of
+ * anything but an established connection).
  */
 static void
 reset_stateless(struct gw *gw, const struct gw_sandbox *sb,
@@ -428,7 +429,8 @@ reset_stateless(struct gw *gw, const struct gw_sandbox *sb,
 {
 	uint32_t seqs[2] = { t->tcp_seq, t->tcp_seq + (uint32_t)t->l4_len };
 
-	if (sb == NULL || t->proto != IPPROTO_TCP || (t->tcp_flags & TH_SYN))
+	if (sb == NULL || t->proto != IPPROTO_TCP || (t->tcp_flags & TH_SYN) ||
+	    t->saddr != sb->addr)
 		return;
 	(void)reset_to(gw, k, seqs, 2);
 }

@@ -37,10 +37,6 @@ note_of(struct dns_request *req)
 	return (struct note *)(void *)req->user.bytes;
 }
 
-/* a query's row copies a dozen strings, and snprintf("%s") was a tenth
- * of the resolver's own time: gw_strcopy (addr.h) */
-#define scopy	gw_strcopy
-
 static enum dns_action
 dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 {
@@ -63,8 +59,8 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 		return DNS_ANSWER;
 	}
 	n->slot = n->sb->slot;
-	scopy(n->sandbox, sizeof(n->sandbox), n->sb->name);
-	scopy(n->sha256, sizeof(n->sha256), n->sb->policy->sha256);
+	gw_strcopy(n->sandbox, sizeof(n->sandbox), n->sb->name);
+	gw_strcopy(n->sha256, sizeof(n->sha256), n->sb->policy->sha256);
 	if (!gw_limit_dns(gw, n->sb, gw_now_ms())) {
 		/* over the sandbox's rate: refused before anything else,
 		 * so that a flood costs little; logged only in part */
@@ -96,7 +92,7 @@ dns_query(void *arg, struct dns_request *req, unsigned *rcode)
 	n->verdict = dd.verdict;
 	n->reason = dd.reason;
 	if (dd.rule != NULL)
-		scopy(n->rule, sizeof(n->rule), dd.rule);
+		gw_strcopy(n->rule, sizeof(n->rule), dd.rule);
 	if (dd.action == GW_DNS_FORWARD)
 		return DNS_FORWARD;
 	*rcode = dd.rcode;
@@ -161,14 +157,14 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 
 	/* every field is set below (no memset: the row is 1.4 KB) */
 	d.ts_us = store_now_us();
-	scopy(d.sandbox, sizeof(d.sandbox), n->sandbox);
+	gw_strcopy(d.sandbox, sizeof(d.sandbox), n->sandbox);
 	d.proto = req->tcp ? "tcp" : "udp";
 	gw_addr_str(req->src_addr, d.src_ip);
 	d.src_port = req->src_port;
 	d.qname[0] = d.qtype[0] = '\0';
 	if (req->perr == DNS_PARSE_OK) {
-		scopy(d.qname, sizeof(d.qname), req->q.qname);
-		scopy(d.qtype, sizeof(d.qtype),
+		gw_strcopy(d.qname, sizeof(d.qname), req->q.qname);
+		gw_strcopy(d.qtype, sizeof(d.qtype),
 		    dns_type_str(req->q.qtype, tbuf, sizeof(tbuf)));
 	}
 	d.rcode = rcode < 0 ? "" : dns_rcode_str((unsigned)rcode, rbuf, sizeof(rbuf));
@@ -177,10 +173,10 @@ dns_done(void *arg, struct dns_request *req, int rcode)
 		d.rcode = "OTHER";
 	d.verdict = n->verdict ? n->verdict : "deny";
 	d.reason = n->reason ? n->reason : "malformed";
-	scopy(d.rule, sizeof(d.rule), n->rule);
-	scopy(d.answers, sizeof(d.answers), n->answers);
-	scopy(d.stripped, sizeof(d.stripped), n->stripped);
-	scopy(d.policy_sha256, sizeof(d.policy_sha256), n->sha256);
+	gw_strcopy(d.rule, sizeof(d.rule), n->rule);
+	gw_strcopy(d.answers, sizeof(d.answers), n->answers);
+	gw_strcopy(d.stripped, sizeof(d.stripped), n->stripped);
+	gw_strcopy(d.policy_sha256, sizeof(d.policy_sha256), n->sha256);
 	gw_metrics_dns(gw->metrics, d.verdict);
 	/* a rate-limited query past its second's rows has none: it is
 	 * counted in the summary row instead (limits.c) */

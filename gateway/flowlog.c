@@ -9,8 +9,6 @@
 #include "gateway/gw.h"
 #include "gateway/verdict.h"
 
-#define copy	gw_strcopy
-
 /*
  * What every row has, from the sandbox and the decision; then queues it.
  * Returns -1 when the log cannot take it: the caller then denies (a flow
@@ -24,14 +22,14 @@ put_row(struct gw *gw, const struct gw_sandbox *sb, struct store_flow *f,
 {
 	f->ts_us = store_now_us();
 	if (sb != NULL) {
-		copy(f->sandbox, sizeof(f->sandbox), sb->name);
-		copy(f->policy_sha256, sizeof(f->policy_sha256),
+		gw_strcopy(f->sandbox, sizeof(f->sandbox), sb->name);
+		gw_strcopy(f->policy_sha256, sizeof(f->policy_sha256),
 		    sha256 != NULL ? sha256 : sb->policy->sha256);
 	}
 	f->verdict = gw_verdict_name(d->verdict);
 	f->reason = gw_reason_name(d->reason);
-	copy(f->rule, sizeof(f->rule), d->rule);
-	copy(f->name, sizeof(f->name), d->name);
+	gw_strcopy(f->rule, sizeof(f->rule), d->rule);
+	gw_strcopy(f->name, sizeof(f->name), d->name);
 	if (store_put_flow(gw->store, f) == -1)
 		return -1;
 	gw_metrics_flow(gw->metrics, d->verdict, d->reason);
@@ -53,13 +51,13 @@ gw_log_flow(struct gw *gw, const struct gw_sandbox *sb,
 	f.src_port = ports ? t->sport : -1;
 	f.dst_port = ports ? t->dport : -1;
 	if (x != NULL) {
-		copy(f.sni, sizeof(f.sni), x->sni);
-		copy(f.tls_version, sizeof(f.tls_version), x->tls_version);
-		copy(f.alpn, sizeof(f.alpn), x->alpn);
-		copy(f.http_method, sizeof(f.http_method), x->http_method);
-		copy(f.http_host, sizeof(f.http_host), x->http_host);
-		copy(f.http_path, sizeof(f.http_path), x->http_path);
-		copy(f.app, sizeof(f.app), x->app);
+		gw_strcopy(f.sni, sizeof(f.sni), x->sni);
+		gw_strcopy(f.tls_version, sizeof(f.tls_version), x->tls_version);
+		gw_strcopy(f.alpn, sizeof(f.alpn), x->alpn);
+		gw_strcopy(f.http_method, sizeof(f.http_method), x->http_method);
+		gw_strcopy(f.http_host, sizeof(f.http_host), x->http_host);
+		gw_strcopy(f.http_path, sizeof(f.http_path), x->http_path);
+		gw_strcopy(f.app, sizeof(f.app), x->app);
 	}
 	return put_row(gw, sb, &f, d, x != NULL ? x->policy_sha256 : NULL);
 }

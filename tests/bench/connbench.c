@@ -92,7 +92,7 @@ struct opts {
 	double			 secs;
 	double			 rate;
 	uint64_t		 timeout_ns;
-	const char		*ctl;		/* -S: sluiced's control socket */
+	const char		*ctl;		/* -S: the control socket */
 };
 
 struct samples {

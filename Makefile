@@ -83,7 +83,7 @@ ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=all
 # 33 (its waits are timers) and 49/49b (scale) only in the plain run, to
 # keep `make test` within its 15 minutes on a slow VM
-ASAN_SCENARIOS ?= [12]* 3[0-2]* 4[0-8]* 51* 62*
+ASAN_SCENARIOS ?= [12]* 3[0-2]* 4[0-8]* 51* 62* 63*
 
 # The README's test command: set-up, build, unit tests (plain and under
 # ASan+UBSan), the scenarios, and part of them again with sanitized programs.

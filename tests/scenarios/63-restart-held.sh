@@ -24,19 +24,12 @@ tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
 # prints "sent"; once $TB_DIR/go exists sends the rest and prints what
 # became of the connection (reset, answered, closed, timeout)
 cat > "$TB_DIR/client.py" <<'EOF'
-import os, socket, ssl, sys, time
+import os, socket, sys, time
+sys.path.insert(0, sys.argv[5])
+import tlsclient
 addr, port, sport, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if port == 443:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
-    so = ctx.wrap_bio(bi, bo, server_hostname="a.test")
-    try:
-        so.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    flight = bo.read()
+    flight = tlsclient.python_hello("a.test", "")
 else:
     flight = b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"
 s = socket.socket()
@@ -62,7 +55,7 @@ except socket.timeout:
 EOF
 client() {
 	_tb_bg "${P}-a" "client-$2" "$TB_DIR/client.$2" "$TB_PY" -u \
-	    "$TB_DIR/client.py" "$TB_ADDR_HTTPS" "$1" "$2" "$TB_DIR/go"
+	    "$TB_DIR/client.py" "$TB_ADDR_HTTPS" "$1" "$2" "$TB_DIR/go" "$TB_LIB"
 }
 
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")

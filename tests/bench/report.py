@@ -403,6 +403,13 @@ def main():
       "Completed without a row: connections the client completed through S beyond "
       "the allow rows written; failed without a row: client errors beyond the "
       "deny rows written (refused in the kernel by a connection mark, say).")
+    unsampled = [r for r in rows if r.get("cfg") == "S" and "s_samples" in r and
+                 r["s_samples"] == 0 and
+                 r.get("test", "").startswith(("tls_c", "http_c", "dns"))]
+    if unsampled:
+        w(f"The queue depth and held flows of {len(unsampled)} S run(s) are "
+          "missing: `connbench -m status` got no status from sluiced (their "
+          "maxima read 0).")
     w("")
     if a.perf and os.path.exists(a.perf):
         w("### Profile of sluiced (perf)")

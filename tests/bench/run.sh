@@ -150,6 +150,7 @@ s_before() {
 	read -r SB_CPU_M SB_CPU_W <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	SB_DEPTH_MAX=0
 	SB_HELD_MAX=0
+	SB_SAMPLES=0
 }
 
 # s_watch SECS / s_watched: while a load runs, the writer's queue depth
@@ -170,8 +171,10 @@ s_watched() {
 	w=$(cat "$TB_DIR/watch.out")
 	SB_DEPTH_MAX=$(sed -n 's/.*"s_depth_max": *\([0-9]*\).*/\1/p' <<< "$w")
 	SB_HELD_MAX=$(sed -n 's/.*"s_held_max": *\([0-9]*\).*/\1/p' <<< "$w")
+	SB_SAMPLES=$(sed -n 's/.*"s_samples": *\([0-9]*\).*/\1/p' <<< "$w")
 	SB_DEPTH_MAX=${SB_DEPTH_MAX:-0}
 	SB_HELD_MAX=${SB_HELD_MAX:-0}
+	SB_SAMPLES=${SB_SAMPLES:-0}
 }
 
 s_after() {
@@ -216,7 +219,7 @@ s_after() {
 	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))"
 	    "\"s_dns_paused\": $((paused - SB_PAUSED))"
 	    "\"s_copies\": $((${copies:-0} - ${SB_COPIES:-0}))"
-	    "\"s_held_max\": $SB_HELD_MAX")
+	    "\"s_held_max\": $SB_HELD_MAX" "\"s_samples\": $SB_SAMPLES")
 }
 
 # conn CFG MODE CONC RATE SECS TAGS...: one connbench load from CFG's

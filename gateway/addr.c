@@ -1,4 +1,4 @@
-/* addr.c: IPv4 address text (addr.h). */
+/* addr.c: IPv4 address text, and the string copy of the log's rows (addr.h). */
 #include <arpa/inet.h>
 #include <string.h>
 

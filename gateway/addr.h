@@ -1,4 +1,4 @@
-/* addr.h: IPv4 address text, shared by sluiced, the sluice CLI and sluice-cni. */
+/* addr.h: IPv4 address text and a string copy (sluiced, sluice, sluice-cni). */
 #ifndef SLUICE_ADDR_H
 #define SLUICE_ADDR_H
 

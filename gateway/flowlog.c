@@ -2,7 +2,6 @@
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "gateway/addr.h"

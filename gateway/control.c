@@ -265,6 +265,18 @@ handle(struct gw *gw, json_t *req)
 			json_object_set_new(q, "server_resets_enabled",
 			    json_boolean(gw->rst_fd != -1));
 		}
+		/* TLS connections named from the classifier's cache, and
+		 * those it did not hold */
+		if (o != NULL && gw->classifier != NULL) {
+			json_t *q = json_object_get(o, "queue");
+			uint64_t hits, misses;
+
+			nfq_class_cache_stats(gw->classifier, &hits, &misses);
+			json_object_set_new(q, "app_cache_hits",
+			    json_integer((json_int_t)hits));
+			json_object_set_new(q, "app_cache_misses",
+			    json_integer((json_int_t)misses));
+		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

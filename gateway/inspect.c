@@ -275,6 +275,55 @@ audit(const struct gw_sandbox *sb, struct gw_decision *d)
 		d->verdict = GW_AUDIT;
 }
 
+/*
+ * What nDPI names a ClientHello by, as the classifier's cache key: the
+ * addresses (nDPI's address lists), the server's port, and the hello's
+ * server name, ALPN, version and ECH. Not the client's port, which
+ * nDPI's built-in lists name nothing by, nor the rest of the hello (its
+ * ciphers and extensions go into nDPI's fingerprint and risk flags, not
+ * into the name). The hello parsed is the one nDPI would have read: the
+ * same bytes, held to this point.
+ */
+static size_t
+hello_key(const struct hold *h, const struct nfq_tls_hello *hello,
+    uint8_t *key, size_t size)
+{
+	size_t n = 0, sni = strlen(hello->sni), alpn = strlen(hello->alpn);
+
+	if (size < 14 + sni + 1 + alpn + 1)
+		return 0;
+	memcpy(key + n, &h->t.saddr, 4);
+	n += 4;
+	memcpy(key + n, &h->t.daddr, 4);
+	n += 4;
+	memcpy(key + n, &h->t.dport, 2);
+	n += 2;
+	memcpy(key + n, &hello->version, 2);
+	n += 2;
+	key[n++] = hello->ech;
+	key[n++] = hello->has_sni;
+	memcpy(key + n, hello->sni, sni + 1);
+	n += sni + 1;
+	memcpy(key + n, hello->alpn, alpn + 1);
+	return n + alpn + 1;
+}
+
+/* nDPI's name for the flow; NULL if it has none. */
+static const char *
+app_name(struct gw *gw, struct hold *h, const struct nfq_tls_hello *hello,
+    char *buf, size_t len)
+{
+	uint8_t key[14 + sizeof(hello->sni) + sizeof(hello->alpn)];
+	size_t n;
+
+	if (h->cls == NULL)
+		return NULL;
+	if (hello != NULL && (n = hello_key(h, hello, key, sizeof(key))) > 0)
+		return nfq_class_result_keyed(gw->classifier, h->cls, key, n,
+		    buf, len);
+	return nfq_class_result(gw->classifier, h->cls, buf, len);
+}
+
 static int
 log_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
     const struct gw_decision *d, const struct nfq_tls_hello *hello,
@@ -295,8 +344,8 @@ log_hold(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		x.http_host = head->host;
 		x.http_path = head->path;
 	}
-	if (h->cls != NULL)
-		x.app = nfq_class_result(gw->classifier, h->cls, app, sizeof(app));
+	x.app = app_name(gw, h, h->kind == HOLD_TLS ? hello : NULL, app,
+	    sizeof(app));
 	/* the SYN's decision names the policy it was made under, which a
 	 * `policy set` since may have replaced */
 	if (d == &h->syn)
@@ -1074,8 +1123,12 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 		h->ts_on = o.has_ts;
 		h->ts_max = o.tsval;
 	}
+	/* a TLS flow is named once its hello is read, from the cache if
+	 * one like it was named before: nDPI is fed only then, if at all */
 	if (gw->classifier != NULL)
-		h->cls = nfq_class_flow_new(gw->classifier);
+		h->cls = kind == GW_INSPECT_TLS ?
+		    nfq_class_flow_new_deferred(gw->classifier) :
+		    nfq_class_flow_new(gw->classifier);
 	b = key_hash(hs, &key);
 	h->next = hs->bucket[b];
 	hs->bucket[b] = (int)i;

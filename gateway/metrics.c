@@ -256,6 +256,9 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->verify_mark_errors = gw->verify_mark_errors;
 	st->server_resets = gw->server_resets;
 	st->server_reset_errors = gw->server_reset_errors;
+	if (gw->classifier != NULL)
+		nfq_class_cache_stats(gw->classifier, &st->app_cache_hits,
+		    &st->app_cache_misses);
 	if (gw->vlog != NULL) {
 		struct nfq_nflog_stats vs;
 
@@ -545,6 +548,13 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "a reset, so it does not keep its side open.", st->server_resets);
 	one(&t, "sluice_server_reset_errors_total", "counter",
 	    "Such resets that could not be sent.", st->server_reset_errors);
+	one(&t, "sluice_app_cache_hits_total", "counter",
+	    "TLS connections whose app (nDPI's name) was that of an earlier "
+	    "one with the same addresses, port and ClientHello fields, "
+	    "without nDPI.", st->app_cache_hits);
+	one(&t, "sluice_app_cache_misses_total", "counter",
+	    "TLS connections named by nDPI, the name then kept for the next.",
+	    st->app_cache_misses);
 	one(&t, "sluice_rate_limited_flows_total", "counter",
 	    "Flow attempts denied by a sandbox's bounds (rate_limited), rows "
 	    "of their own or only counted.", st->limited_flows);

@@ -10,6 +10,7 @@
  * flags otherwise, and no -I/usr/include/ndpi is needed. */
 #include <ndpi/ndpi_api.h>
 
+#include "dns/dns.h"
 #include "nfq/nfq.h"
 
 /*
@@ -32,16 +33,48 @@
 /* ndpi_detection_process_packet takes the length as an unsigned short. */
 #define CLASS_MAX_PKT_LEN	0xffffu
 
+/* Packets a deferred flow keeps back at most; past that it is fed. */
+#define CLASS_DEFER_MAX		8
+
+/*
+ * Names by key (nfq_class_result_keyed): slots, a power of two. A slot
+ * holds the key's two hashes under two secret keys, not the key itself:
+ * one that two keys share names one flow as the other was named, and a
+ * sandbox cannot aim for that, not knowing the keys.
+ */
+#define CLASS_CACHE_SLOTS	4096
+#define CLASS_NAME_MAX		48
+
+struct class_slot {
+	uint64_t	 h1, h2;	/* 0 and 0: empty */
+	char		 name[CLASS_NAME_MAX];
+};
+
 struct nfq_classifier {
 	struct ndpi_detection_module_struct	*ndpi;
+	struct class_slot	*cache;		/* NULL: none (no memory) */
+	struct dns_hash_key	 k1, k2;
+	uint64_t		 hits, misses;
+};
+
+struct class_pkt {
+	uint8_t			*data;
+	size_t			 len;
+	uint64_t		 ts_ms;
 };
 
 struct nfq_class_flow {
-	struct ndpi_flow_struct	*ndpi;
+	struct ndpi_flow_struct	*ndpi;	/* NULL while deferred */
 	ndpi_protocol		 proto;	/* as of the last packet fed */
 	uint32_t		 packets;	/* given to nDPI */
 	bool			 stopped;	/* nothing more to learn */
 	bool			 decided;	/* proto is the final answer */
+	bool			 deferred;	/* packets kept, not fed yet */
+	bool			 failed;	/* no nDPI state: no name */
+	struct class_pkt	 held[CLASS_DEFER_MAX];
+	size_t			 nheld;
+	bool			 cached;	/* named from the cache: */
+	char			 name[CLASS_NAME_MAX];
 };
 
 struct nfq_classifier *
@@ -61,6 +94,10 @@ nfq_classifier_new(void)
 	NDPI_BITMASK_SET_ALL(all);
 	ndpi_set_protocol_detection_bitmask2(c->ndpi, &all);
 	ndpi_finalize_initialization(c->ndpi);
+	/* without it every flow is fed, as before there was one */
+	c->cache = calloc(CLASS_CACHE_SLOTS, sizeof(*c->cache));
+	dns_hash_key_new(&c->k1, c);
+	dns_hash_key_new(&c->k2, &c->k2);
 	return c;
 }
 
@@ -70,6 +107,7 @@ nfq_classifier_free(struct nfq_classifier *c)
 	if (c == NULL)
 		return;
 	ndpi_exit_detection_module(c->ndpi);
+	free(c->cache);
 	free(c);
 }
 
@@ -92,13 +130,51 @@ nfq_class_flow_new(struct nfq_classifier *c)
 	return f;
 }
 
+struct nfq_class_flow *
+nfq_class_flow_new_deferred(struct nfq_classifier *c)
+{
+	struct nfq_class_flow *f;
+
+	(void)c;
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return NULL;
+	f->deferred = true;
+	return f;
+}
+
+static void
+drop_held(struct nfq_class_flow *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->nheld; i++)
+		free(f->held[i].data);
+	f->nheld = 0;
+}
+
 void
 nfq_class_flow_free(struct nfq_class_flow *f)
 {
 	if (f == NULL)
 		return;
-	ndpi_flow_free(f->ndpi);
+	drop_held(f);
+	if (f->ndpi != NULL)
+		ndpi_flow_free(f->ndpi);
 	free(f);
+}
+
+/* As nDPI writes a name: cut to fit, always terminated. */
+static void
+copy_name(char *dst, size_t size, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (size == 0)
+		return;
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
 }
 
 static bool
@@ -108,16 +184,12 @@ proto_known(ndpi_protocol p)
 	    p.master_protocol != NDPI_PROTOCOL_UNKNOWN;
 }
 
-void
-nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
-    const uint8_t *pkt, size_t len, uint64_t ts_ms)
+static void
+feed(struct nfq_classifier *c, struct nfq_class_flow *f, const uint8_t *pkt,
+    size_t len, uint64_t ts_ms)
 {
-	if (f->stopped || f->decided || pkt == NULL || len == 0)
+	if (f->failed || f->stopped)
 		return;
-	/* Only an unsegmented BIG TCP packet is longer. Cut, not wrapped
-	 * round by the cast into a short packet that might look valid. */
-	if (len > CLASS_MAX_PKT_LEN)
-		len = CLASS_MAX_PKT_LEN;
 	f->proto = ndpi_detection_process_packet(c->ndpi, f->ndpi, pkt,
 	    (unsigned short)len, ts_ms);
 	f->packets++;
@@ -129,12 +201,64 @@ nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
 		f->stopped = true;
 }
 
+/* A deferred flow is given its nDPI state and what it kept, in order. */
+static void
+undefer(struct nfq_classifier *c, struct nfq_class_flow *f)
+{
+	size_t i;
+
+	if (!f->deferred)
+		return;
+	f->deferred = false;
+	if ((f->ndpi = ndpi_flow_malloc(SIZEOF_FLOW_STRUCT)) == NULL)
+		f->failed = true;
+	else
+		memset(f->ndpi, 0, SIZEOF_FLOW_STRUCT);
+	for (i = 0; i < f->nheld && !f->failed; i++)
+		feed(c, f, f->held[i].data, f->held[i].len, f->held[i].ts_ms);
+	drop_held(f);
+}
+
+
+void
+nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
+    const uint8_t *pkt, size_t len, uint64_t ts_ms)
+{
+	uint8_t *data;
+
+	if (f->stopped || f->decided || pkt == NULL || len == 0)
+		return;
+	/* Only an unsegmented BIG TCP packet is longer. Cut, not wrapped
+	 * round by the cast into a short packet that might look valid. */
+	if (len > CLASS_MAX_PKT_LEN)
+		len = CLASS_MAX_PKT_LEN;
+	if (f->deferred && f->nheld < CLASS_DEFER_MAX &&
+	    (data = malloc(len)) != NULL) {
+		memcpy(data, pkt, len);
+		f->held[f->nheld].data = data;
+		f->held[f->nheld].len = len;
+		f->held[f->nheld].ts_ms = ts_ms;
+		f->nheld++;
+		return;
+	}
+	undefer(c, f);		/* kept too many: from here on fed */
+	feed(c, f, pkt, len, ts_ms);
+}
+
+
 const char *
 nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,
     char *buf, size_t len)
 {
 	uint8_t guessed;
 
+	undefer(c, f);
+	if (f->failed)
+		return NULL;
+	if (f->cached) {
+		copy_name(buf, len, f->name);
+		return buf;
+	}
 	/* Giving up without guessing: a guess from the port or the address
 	 * says nothing the log row does not already hold. A ClientHello
 	 * with a server name that nDPI saw is still named TLS. The answer
@@ -150,4 +274,46 @@ nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,
 	if (len > UINT_MAX)
 		len = UINT_MAX;
 	return ndpi_protocol2name(c->ndpi, f->proto, buf, (u_int)len);
+}
+
+const char *
+nfq_class_result_keyed(struct nfq_classifier *c, struct nfq_class_flow *f,
+    const void *key, size_t keylen, char *buf, size_t len)
+{
+	struct class_slot *sl;
+	uint64_t h1, h2;
+	const char *r;
+
+	if (!f->deferred || c->cache == NULL)
+		return nfq_class_result(c, f, buf, len);
+	h1 = dns_siphash(&c->k1, key, keylen);
+	h2 = dns_siphash(&c->k2, key, keylen);
+	if ((h1 | h2) == 0)
+		h2 = 1;		/* 0, 0 is an empty slot */
+	sl = &c->cache[h1 & (CLASS_CACHE_SLOTS - 1)];
+	if (sl->h1 == h1 && sl->h2 == h2) {
+		c->hits++;
+		drop_held(f);
+		f->deferred = false;
+		f->decided = true;
+		f->cached = true;
+		copy_name(f->name, sizeof(f->name), sl->name);
+		return nfq_class_result(c, f, buf, len);
+	}
+	c->misses++;
+	if ((r = nfq_class_result(c, f, buf, len)) != NULL &&
+	    strlen(r) < sizeof(sl->name) && strlen(r) + 1 <= len) {
+		sl->h1 = h1;
+		sl->h2 = h2;
+		memcpy(sl->name, r, strlen(r) + 1);
+	}
+	return r;
+}
+
+void
+nfq_class_cache_stats(const struct nfq_classifier *c, uint64_t *hits,
+    uint64_t *misses)
+{
+	*hits = c->hits;
+	*misses = c->misses;
 }

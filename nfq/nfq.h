@@ -478,6 +478,12 @@ void nfq_classifier_free(struct nfq_classifier *c);
 
 /* Per-flow nDPI state; NULL on allocation failure. */
 struct nfq_class_flow *nfq_class_flow_new(struct nfq_classifier *c);
+/*
+ * The same, but the packets fed are kept (up to 8, then all are fed) and
+ * given to nDPI only when the flow is named: nfq_class_result_keyed may
+ * name it from the cache without nDPI seeing it at all.
+ */
+struct nfq_class_flow *nfq_class_flow_new_deferred(struct nfq_classifier *c);
 void nfq_class_flow_free(struct nfq_class_flow *f);
 
 /* Feeds one IPv4 packet of the flow (as queued), ts in ms. */
@@ -488,10 +494,25 @@ void nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
  * The application protocol seen so far, giving up detection if it is not
  * certain yet: "TLS", "HTTP", "SSH", "Unknown"... (nDPI's names, with
  * app and master joined by "." as nDPI prints them, e.g. "TLS.Google").
- * Written into buf; returns buf.
+ * Written into buf; returns buf, or NULL if a deferred flow's nDPI state
+ * could not be allocated (no name). The first call fixes the answer.
  */
 const char *nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,
     char *buf, size_t len);
+/*
+ * The same for a deferred flow that nothing was asked of yet, by key:
+ * the name a flow with the same key was given last, if the cache holds
+ * it (nDPI never sees this flow's packets), else nfq_class_result's,
+ * remembered under key. The key must hold every input nDPI names the
+ * flow by (the caller's: for a ClientHello, the addresses, the server's
+ * port and what the hello says). 4,096 keys at most, by hash.
+ */
+const char *nfq_class_result_keyed(struct nfq_classifier *c,
+    struct nfq_class_flow *f, const void *key, size_t keylen, char *buf,
+    size_t len);
+/* Flows named from the cache, and keyed flows that were not. */
+void nfq_class_cache_stats(const struct nfq_classifier *c, uint64_t *hits,
+    uint64_t *misses);
 
 /* ---- conntrack destroy events (ct.c): flow accounting ------------------ */
 

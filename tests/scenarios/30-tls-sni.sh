@@ -34,6 +34,13 @@ out=$(tb_in a curl -s --http1.1 --max-time 5 --cacert "$TB_CA" https://a.test/)
 tb_assert_eq "$out" "hello from a.test" "curl --http1.1 https://a.test/"
 out=$(tb_in a curl -s --http2 --max-time 5 --cacert "$TB_CA" -w '%{http_version}' https://a.test/)
 tb_assert_eq "$(echo $out)" "hello from a.test 2" "curl --http2 https://a.test/"
+# the first's hello again (address, port, name, version, ALPN): named
+# from the classifier's cache, not by nDPI, and named the same
+hits0=$(tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["queue"]["app_cache_hits"])')
+out=$(tb_in a curl -s --http1.1 --max-time 5 --cacert "$TB_CA" https://a.test/)
+tb_assert_eq "$out" "hello from a.test" "curl --http1.1 https://a.test/ again"
+hits1=$(tb_sluice status -j | "$TB_PY" -c 'import json,sys; print(json.load(sys.stdin)["queue"]["app_cache_hits"])')
+tb_assert_eq "$((hits1 - hits0))" 1 "its app from the cache (queue.app_cache_hits)"
 
 # an allowed name presented to the attacker's (bound) address
 t0=$(tb_time_ms)
@@ -113,8 +120,10 @@ tb_assert_eq "$(q "SELECT group_concat(reason, ' ') FROM (SELECT reason FROM flo
 tb_assert_eq "$(q "SELECT count(*) FROM flows WHERE dst_ip = '$TB_ADDR_ATK' AND reason = 'sni_binding_mismatch'")" 5 \
     "every cut of the hello to the attacker: sni_binding_mismatch"
 tb_assert_eq "$(q "SELECT reason FROM flows WHERE proto = 'udp' AND dst_port = 443")" "quic" "UDP 443: quic"
-tb_assert_match "$(q "SELECT app FROM flows WHERE sni = 'a.test' AND verdict = 'allow' LIMIT 1")" "TLS" \
-    "nDPI names the protocol"
+tb_assert_eq "$(q "SELECT group_concat(app, ' ') FROM (SELECT app FROM flows
+    WHERE sni = 'a.test' AND verdict = 'allow' AND dst_ip = '$TB_ADDR_HTTPS'
+    ORDER BY id LIMIT 3)")" "TLS TLS TLS" \
+    "nDPI names the protocol (the third from the cache)"
 # the handshakes' bare ACKs took the kernel's path, not the queue: every
 # payload above went through sluiced (the far side got nothing denied)
 acks=$(ip netns exec "$TB_NETNS_GW" iptables -L sluice-sandbox -v -x -n |

@@ -200,6 +200,9 @@ send_data(struct nfq_classifier *c, struct nfq_class_flow *f,
 	cn->ts_ms += 1;
 }
 
+/* classify() makes deferred flows (nfq_class_flow_new_deferred). */
+static int deferred;
+
 /* A SYN and then each of the segments, the classifier's answer in buf. */
 static const char *
 classify(struct nfq_classifier *c, uint16_t dport, const void *const *seg,
@@ -211,7 +214,8 @@ classify(struct nfq_classifier *c, uint16_t dport, const void *const *seg,
 	size_t i;
 
 	conn_init(&cn, 40000, dport);
-	assert_non_null(f = nfq_class_flow_new(c));
+	assert_non_null(f = deferred ? nfq_class_flow_new_deferred(c) :
+	    nfq_class_flow_new(c));
 	send_syn(c, f, &cn);
 	for (i = 0; i < nseg; i++)
 		send_data(c, f, &cn, seg[i], seglen[i]);
@@ -554,6 +558,150 @@ test_quiet(void **state)
 	assert_int_equal(size, 0);
 }
 
+/* Every flow of the tests above, fed at once or kept and fed when named:
+ * the same answers. 12 segments are more than a deferred flow keeps. */
+static void
+test_deferred_same(void **state)
+{
+	static const char get2[] = "GET /a HTTP/1.1\r\nHo";
+	static const char get2b[] = "st: a.test\r\nAccept: */*\r\n\r\n";
+	const void *split[] = { hello_a_test, hello_a_test + 100 };
+	size_t splitlen[] = { 100, sizeof(hello_a_test) - 100 };
+	const void *many[12];
+	size_t manylen[12], i, k;
+	uint8_t data[600];
+	const void *nseg[] = { data, data + 300 };
+	size_t nlen[] = { 300, 300 };
+	char a[64], b[64];
+	struct {
+		uint16_t	 port;
+		const void	*const *seg;
+		const size_t	*len;
+		size_t		 n;
+	} cases[] = {
+		{ 443, split, splitlen, 2 },
+		{ 443, nseg, nlen, 2 },
+		{ 80, many, manylen, 12 },
+	};
+
+	noise(data, sizeof(data));
+	/* a request, then another in pieces */
+	many[0] = http_get;
+	manylen[0] = strlen(http_get);
+	for (i = 1; i < 12; i++) {
+		many[i] = i < 11 ? get2 + i - 1 : get2b;
+		manylen[i] = i < 10 ? 1 : i == 10 ? strlen(get2) - 9 :
+		    strlen(get2b);
+	}
+	for (deferred = 0; deferred < 2; deferred++) {
+		char *out = deferred ? b : a;
+
+		classify1(*state, 443, hello_a_test, sizeof(hello_a_test), out,
+		    64);
+		classify1(*state, 443, hello_google, sizeof(hello_google),
+		    out + 16, 16);
+		classify1(*state, 22, ssh_banner, strlen(ssh_banner), out + 32,
+		    16);
+		classify1(*state, 80, http_get, strlen(http_get), out + 48, 16);
+		assert_string_equal(out, "TLS");
+		assert_string_equal(out + 16, "TLS.Google");
+		assert_string_equal(out + 32, "SSH");
+		assert_string_equal(out + 48, "HTTP");
+	}
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		deferred = 0;
+		classify(*state, cases[k].port, cases[k].seg, cases[k].len,
+		    cases[k].n, a, sizeof(a));
+		deferred = 1;
+		classify(*state, cases[k].port, cases[k].seg, cases[k].len,
+		    cases[k].n, b, sizeof(b));
+		assert_string_equal(a, b);
+	}
+	deferred = 0;
+	assert_string_equal(a, "HTTP");
+}
+
+/* One deferred flow of a ClientHello, named by key. */
+static const char *
+keyed(struct nfq_classifier *c, const char *key, const uint8_t *hello,
+    size_t len, char *buf, size_t buflen)
+{
+	struct nfq_class_flow *f;
+	struct conn cn;
+	const char *r;
+
+	conn_init(&cn, 40010, 443);
+	assert_non_null(f = nfq_class_flow_new_deferred(c));
+	send_syn(c, f, &cn);
+	send_data(c, f, &cn, hello, len);
+	r = nfq_class_result_keyed(c, f, key, strlen(key), buf, buflen);
+	/* the answer stays */
+	if (r != NULL && buflen >= 64) {
+		char again[64];
+
+		assert_string_equal(nfq_class_result(c, f, again,
+		    sizeof(again)), r);
+	}
+	nfq_class_flow_free(f);
+	return r;
+}
+
+static void
+test_keyed_cache(void **state)
+{
+	struct nfq_classifier *c = *state;
+	struct nfq_class_flow *f;
+	uint64_t h0, m0, h, m;
+	char buf[64], small[6];
+
+	nfq_class_cache_stats(c, &h0, &m0);
+	/* the first of a key: nDPI names it, and the name is kept */
+	assert_string_equal(keyed(c, "k1", hello_google,
+	    sizeof(hello_google), buf, sizeof(buf)), "TLS.Google");
+	nfq_class_cache_stats(c, &h, &m);
+	assert_int_equal(h - h0, 0);
+	assert_int_equal(m - m0, 1);
+	/* the same key again: the kept name, whatever the packets say
+	 * (so it cannot have come from nDPI) */
+	assert_string_equal(keyed(c, "k1", hello_a_test,
+	    sizeof(hello_a_test), buf, sizeof(buf)), "TLS.Google");
+	nfq_class_cache_stats(c, &h, &m);
+	assert_int_equal(h - h0, 1);
+	assert_int_equal(m - m0, 1);
+	/* cut to the buffer, as nDPI's own names are */
+	assert_string_equal(keyed(c, "k1", hello_a_test,
+	    sizeof(hello_a_test), small, sizeof(small)), "TLS.G");
+	/* another key: nDPI again */
+	assert_string_equal(keyed(c, "k2", hello_a_test,
+	    sizeof(hello_a_test), buf, sizeof(buf)), "TLS");
+	assert_string_equal(keyed(c, "k2", hello_google,
+	    sizeof(hello_google), buf, sizeof(buf)), "TLS");
+	nfq_class_cache_stats(c, &h, &m);
+	assert_int_equal(h - h0, 3);
+	assert_int_equal(m - m0, 2);
+	/* a flow that is not deferred, or was named already, is named by
+	 * its own packets, and neither counted nor kept */
+	assert_non_null(f = nfq_class_flow_new(c));
+	assert_string_equal(nfq_class_result_keyed(c, f, "k3", 2, buf,
+	    sizeof(buf)), "Unknown");
+	nfq_class_flow_free(f);
+	assert_non_null(f = nfq_class_flow_new_deferred(c));
+	assert_string_equal(nfq_class_result(c, f, buf, sizeof(buf)),
+	    "Unknown");
+	assert_string_equal(nfq_class_result_keyed(c, f, "k1", 2, buf,
+	    sizeof(buf)), "Unknown");
+	nfq_class_flow_free(f);
+	nfq_class_cache_stats(c, &h, &m);
+	assert_int_equal(h - h0, 3);
+	assert_int_equal(m - m0, 2);
+	assert_string_equal(keyed(c, "k3", hello_a_test,
+	    sizeof(hello_a_test), buf, sizeof(buf)), "TLS");
+	/* a deferred flow freed unnamed leaves nothing behind (ASan) */
+	assert_non_null(f = nfq_class_flow_new_deferred(c));
+	nfq_class_feed(c, f, hello_a_test, sizeof(hello_a_test), 1);
+	nfq_class_flow_free(f);
+}
+
 static void
 test_free_null(void **state)
 {
@@ -578,6 +726,8 @@ main(void)
 		cmocka_unit_test(test_bad_packets),
 		cmocka_unit_test(test_many_flows),
 		cmocka_unit_test(test_quiet),
+		cmocka_unit_test(test_deferred_same),
+		cmocka_unit_test(test_keyed_cache),
 		cmocka_unit_test(test_free_null),
 	};
 

@@ -33,8 +33,12 @@
 /* ndpi_detection_process_packet takes the length as an unsigned short. */
 #define CLASS_MAX_PKT_LEN	0xffffu
 
-/* Packets a deferred flow keeps back at most; past that it is fed. */
+/* Packets, and bytes, a deferred flow keeps back at most; past either it
+ * is fed. A ClientHello and its SYN fit several times over; the byte
+ * bound keeps a sandbox's held flows (1,024 at most) from costing more
+ * than 8 MiB here, whatever they resend. */
 #define CLASS_DEFER_MAX		8
+#define CLASS_DEFER_BYTES	8192
 
 /*
  * Names by key (nfq_class_result_keyed): slots, a power of two. A slot
@@ -73,6 +77,7 @@ struct nfq_class_flow {
 	bool			 failed;	/* no nDPI state: no name */
 	struct class_pkt	 held[CLASS_DEFER_MAX];
 	size_t			 nheld;
+	size_t			 held_bytes;
 	bool			 cached;	/* named from the cache: */
 	char			 name[CLASS_NAME_MAX];
 };
@@ -150,6 +155,7 @@ drop_held(struct nfq_class_flow *f)
 	for (i = 0; i < f->nheld; i++)
 		free(f->held[i].data);
 	f->nheld = 0;
+	f->held_bytes = 0;
 }
 
 void
@@ -233,15 +239,17 @@ nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
 	if (len > CLASS_MAX_PKT_LEN)
 		len = CLASS_MAX_PKT_LEN;
 	if (f->deferred && f->nheld < CLASS_DEFER_MAX &&
+	    len <= CLASS_DEFER_BYTES - f->held_bytes &&
 	    (data = malloc(len)) != NULL) {
 		memcpy(data, pkt, len);
 		f->held[f->nheld].data = data;
 		f->held[f->nheld].len = len;
 		f->held[f->nheld].ts_ms = ts_ms;
 		f->nheld++;
+		f->held_bytes += len;
 		return;
 	}
-	undefer(c, f);		/* kept too many: from here on fed */
+	undefer(c, f);		/* kept enough: from here on fed */
 	feed(c, f, pkt, len, ts_ms);
 }
 

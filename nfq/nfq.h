@@ -479,7 +479,8 @@ void nfq_classifier_free(struct nfq_classifier *c);
 /* Per-flow nDPI state; NULL on allocation failure. */
 struct nfq_class_flow *nfq_class_flow_new(struct nfq_classifier *c);
 /*
- * The same, but the packets fed are kept (up to 8, then all are fed) and
+ * The same, but the packets fed are kept (up to 8, and 8 KiB; past
+ * either, all are fed) and
  * given to nDPI only when the flow is named: nfq_class_result_keyed may
  * name it from the cache without nDPI seeing it at all.
  */

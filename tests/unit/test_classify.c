@@ -696,6 +696,27 @@ test_keyed_cache(void **state)
 	assert_int_equal(m - m0, 2);
 	assert_string_equal(keyed(c, "k3", hello_a_test,
 	    sizeof(hello_a_test), buf, sizeof(buf)), "TLS");
+	/* big segments: past 8 KiB kept, the flow is fed as it goes, and
+	 * named all the same (a hello, then three resent 5,000-byte
+	 * pieces of noise: nDPI has named it by then) */
+	{
+		struct conn cn;
+		uint8_t big[5000];
+		int i;
+
+		noise(big, sizeof(big));
+		conn_init(&cn, 40020, 443);
+		assert_non_null(f = nfq_class_flow_new_deferred(c));
+		send_syn(c, f, &cn);
+		send_data(c, f, &cn, hello_a_test, sizeof(hello_a_test));
+		for (i = 0; i < 3; i++) {
+			send_data(c, f, &cn, big, sizeof(big));
+			cn.seq -= sizeof(big);
+		}
+		assert_string_equal(nfq_class_result_keyed(c, f, "k4", 2,
+		    buf, sizeof(buf)), "TLS");
+		nfq_class_flow_free(f);
+	}
 	/* a deferred flow freed unnamed leaves nothing behind (ASan) */
 	assert_non_null(f = nfq_class_flow_new_deferred(c));
 	nfq_class_feed(c, f, hello_a_test, sizeof(hello_a_test), 1);

@@ -279,10 +279,11 @@ audit(const struct gw_sandbox *sb, struct gw_decision *d)
  * What nDPI names a ClientHello by, as the classifier's cache key: the
  * addresses (nDPI's address lists), the server's port, and the hello's
  * server name, ALPN, version and ECH. Not the client's port, which
- * nDPI's built-in lists name nothing by, nor the rest of the hello (its
- * ciphers and extensions go into nDPI's fingerprint and risk flags, not
- * into the name). The hello parsed is the one nDPI would have read: the
- * same bytes, held to this point.
+ * nDPI's built-in lists name nothing by, nor the rest of the hello: as
+ * far as we know its ciphers and other extensions go only into nDPI's
+ * fingerprint and risk flags, not into the name; were that wrong, a
+ * cached name is the earlier connection's (the README says so). The
+ * hello parsed is the one nDPI would have read: the same bytes, held.
  */
 static size_t
 hello_key(const struct hold *h, const struct nfq_tls_hello *hello,

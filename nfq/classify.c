@@ -78,8 +78,8 @@ struct nfq_class_flow {
 	struct class_pkt	 held[CLASS_DEFER_MAX];
 	size_t			 nheld;
 	size_t			 held_bytes;
-	bool			 cached;	/* named from the cache: */
-	char			 name[CLASS_NAME_MAX];
+	bool			 cached;	/* named from the cache, */
+	char			 name[CLASS_NAME_MAX];	/* ... this */
 };
 
 struct nfq_classifier *
@@ -225,7 +225,6 @@ undefer(struct nfq_classifier *c, struct nfq_class_flow *f)
 	drop_held(f);
 }
 
-
 void
 nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
     const uint8_t *pkt, size_t len, uint64_t ts_ms)
@@ -252,7 +251,6 @@ nfq_class_feed(struct nfq_classifier *c, struct nfq_class_flow *f,
 	undefer(c, f);		/* kept enough: from here on fed */
 	feed(c, f, pkt, len, ts_ms);
 }
-
 
 const char *
 nfq_class_result(struct nfq_classifier *c, struct nfq_class_flow *f,

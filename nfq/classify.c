@@ -117,25 +117,6 @@ nfq_classifier_free(struct nfq_classifier *c)
 }
 
 struct nfq_class_flow *
-nfq_class_flow_new(struct nfq_classifier *c)
-{
-	struct nfq_class_flow *f;
-
-	(void)c;
-	if ((f = calloc(1, sizeof(*f))) == NULL)
-		return NULL;
-	/* nDPI 4.2 wants the flow zeroed and allocated by ndpi_flow_malloc,
-	 * which ndpi_flow_free pairs with (it frees the flow's own
-	 * allocations too). */
-	if ((f->ndpi = ndpi_flow_malloc(SIZEOF_FLOW_STRUCT)) == NULL) {
-		free(f);
-		return NULL;
-	}
-	memset(f->ndpi, 0, SIZEOF_FLOW_STRUCT);
-	return f;
-}
-
-struct nfq_class_flow *
 nfq_class_flow_new_deferred(struct nfq_classifier *c)
 {
 	struct nfq_class_flow *f;
@@ -216,6 +197,9 @@ undefer(struct nfq_classifier *c, struct nfq_class_flow *f)
 	if (!f->deferred)
 		return;
 	f->deferred = false;
+	/* nDPI 4.2 wants the flow zeroed and allocated by ndpi_flow_malloc,
+	 * which ndpi_flow_free pairs with (it frees the flow's own
+	 * allocations too). */
 	if ((f->ndpi = ndpi_flow_malloc(SIZEOF_FLOW_STRUCT)) == NULL)
 		f->failed = true;
 	else
@@ -223,6 +207,22 @@ undefer(struct nfq_classifier *c, struct nfq_class_flow *f)
 	for (i = 0; i < f->nheld && !f->failed; i++)
 		feed(c, f, f->held[i].data, f->held[i].len, f->held[i].ts_ms);
 	drop_held(f);
+}
+
+/* A flow fed as it goes: a deferred one given its nDPI state at once. */
+struct nfq_class_flow *
+nfq_class_flow_new(struct nfq_classifier *c)
+{
+	struct nfq_class_flow *f;
+
+	if ((f = nfq_class_flow_new_deferred(c)) == NULL)
+		return NULL;
+	undefer(c, f);
+	if (f->failed) {
+		free(f);
+		return NULL;
+	}
+	return f;
 }
 
 void

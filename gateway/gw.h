@@ -488,6 +488,7 @@ int gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
 int gw_verify_open(struct gw *gw, char *err, size_t errlen);
 void gw_verify_read(struct gw *gw);	/* a batch of what is waiting */
 void gw_verify_drain(struct gw *gw);	/* all of it */
+void gw_verify_refusals(struct gw *gw);	/* mark changes refused */
 void gw_verify_close(struct gw *gw);	/* safe when not open */
 
 /*

@@ -1162,21 +1162,58 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	return 0;
 }
 
-/* Changes the connection's mark over ctnetlink. ENOENT: it is gone. */
+/*
+ * Changes the connection's mark over ctnetlink. The kernel has changed it
+ * (or refused to) when this returns; a refusal is read later
+ * (gw_verify_refusals), which saves the acknowledgement's trip on every
+ * proven connection. Whatever is refused, the connection keeps the mark it
+ * had: a proven TLS connection the verify mark, so its client packets find
+ * no hold and are refused once the flow table entry (GW_FLOW_ALLOW_TTL_MS)
+ * is gone; an HTTP one is tried again with the next copy; an expired one
+ * is refused at its next packet.
+ */
 static bool
 conn_mark(struct gw *gw, const struct hold *h, uint32_t mark)
 {
-	if (nfq_ctmark_set(gw->ctmark, IPPROTO_TCP, h->key.saddr,
+	if (nfq_ctmark_post(gw->ctmark, IPPROTO_TCP, h->key.saddr,
 	    h->key.sport, h->key.daddr, h->key.dport, mark,
-	    GW_MARK_MASK) == 0 || errno == ENOENT)
+	    GW_MARK_MASK) == 0)
 		return true;
-	/* a proven TLS connection keeps the verify mark: its client
-	 * packets find no hold and are refused once the flow table entry
-	 * (GW_FLOW_ALLOW_TTL_MS) is gone; an HTTP one is tried again with
-	 * the next copy; an expired one is refused at its next packet */
 	gw->verify_mark_errors++;
 	log_warn("conntrack mark of connection to port %u", h->key.dport);
 	return false;
+}
+
+/* The kernel refused a mark change: ENOENT, the connection is gone;
+ * otherwise counted, and an HTTP hold's mark is tried again. */
+static void
+on_refusal(void *arg, const struct nfq_ct_end *e, int error)
+{
+	struct gw *gw = arg;
+	struct gw_sandbox *sb;
+	struct nfq_flow_key key;
+	struct hold *h;
+
+	if (error == ENOENT)
+		return;
+	gw->verify_mark_errors++;
+	if (e == NULL) {
+		log_warnx("conntrack mark refused: %s", strerror(error));
+		return;
+	}
+	log_warnx("conntrack mark of connection to port %u refused: %s",
+	    e->dport, strerror(error));
+	if ((sb = gw_sandbox_by_addr(gw, e->saddr)) == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.ifindex = sb->ifindex;
+	key.saddr = e->saddr;
+	key.daddr = e->daddr;
+	key.sport = e->sport;
+	key.dport = e->dport;
+	key.proto = e->proto;
+	if ((h = hold_find(gw->holds, &key)) != NULL && h->kind != HOLD_TLS)
+		h->marked = false;	/* the next copy sets it again */
 }
 
 /*
@@ -1359,13 +1396,22 @@ gw_verify_read(struct gw *gw)
 }
 
 void
+gw_verify_refusals(struct gw *gw)
+{
+	if (gw->ctmark != NULL &&
+	    nfq_ctmark_refusals(gw->ctmark, on_refusal, gw) == -1)
+		log_warn("conntrack marks: receive");
+}
+
+void
 gw_verify_drain(struct gw *gw)
 {
-	int i, n;
+	int i;
 
 	/* bounded: a socket buffer's worth (4 MiB of ~200-byte copies) */
 	for (i = 0; gw->vlog != NULL && i < 400; i++)
-		if ((n = nfq_nflog_recv(gw->vlog, on_proof, gw)) <= 0)
+		if (nfq_nflog_recv(gw->vlog, on_proof, gw) <= 0 ||
+		    nfq_nflog_drained(gw->vlog))
 			break;
 }
 

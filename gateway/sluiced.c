@@ -306,8 +306,9 @@ main(int argc, char **argv)
 	gw_service_ready(&gw);
 
 	/* pfd: queue, control, signals, conntrack, reaper, kernel SYNs,
-	 * the workers' wake-up, then the rest */
-#define NFIXED	8
+	 * the workers' wake-up, server copies, refused mark changes, then
+	 * the rest */
+#define NFIXED	9
 	while (running) {
 		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
 		    16 + GW_METRICS_POLLFDS];
@@ -333,6 +334,8 @@ main(int argc, char **argv)
 		    gw.wake_fd, .events = POLLIN };
 		pfd[7] = (struct pollfd){ .fd = gw.vlog ?
 		    nfq_nflog_fd(gw.vlog) : -1, .events = POLLIN };
+		pfd[8] = (struct pollfd){ .fd = gw.ctmark ?
+		    nfq_ctmark_fd(gw.ctmark) : -1, .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
@@ -388,6 +391,8 @@ main(int argc, char **argv)
 		 * before the client packets that answer them */
 		if (pfd[7].revents & POLLIN)
 			gw_verify_read(&gw);
+		if (pfd[8].revents & POLLIN)
+			gw_verify_refusals(&gw);
 		if (pfd[0].revents & POLLIN) {
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdalign.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +702,86 @@ nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
 	/* the acknowledgement is an error message: 0, or errno */
 	return ct_wait_answer(m->nl, m->buf, sizeof(m->buf), seq, NULL, NULL) ==
 	    MNL_CB_ERROR ? -1 : 0;
+}
+
+int
+nfq_ctmark_fd(const struct nfq_ctmark *m)
+{
+	return mnl_socket_get_fd(m->nl);
+}
+
+int
+nfq_ctmark_post(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport, uint32_t mark,
+    uint32_t mask)
+{
+	struct nlmsghdr *nlh;
+
+	/* no NLM_F_ACK: the kernel makes the change inside sendto and
+	 * answers only a refusal, which quotes the request (its tuple) */
+	nlh = ct_request(m->buf, CT_NEW_TYPE, 0, ++m->seq);
+	ct_put_tuple(nlh, proto, saddr, sport, daddr, dport);
+	mnl_attr_put_u32(nlh, CTA_MARK, htonl(mark & mask));
+	mnl_attr_put_u32(nlh, CTA_MARK_MASK, htonl(mask));
+	return mnl_socket_sendto(m->nl, nlh, nlh->nlmsg_len) == -1 ? -1 : 0;
+}
+
+/* One refusal (an error message quoting a posted change) to the caller. */
+static void
+ctmark_refusal(const struct nlmsghdr *nlh, nfq_ctmark_refusal_cb cb,
+    void *arg)
+{
+	const struct nlmsgerr *e;
+	struct nfq_ct_end ce;
+	size_t len;
+
+	if (nlh->nlmsg_type != NLMSG_ERROR ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*e))
+		return;
+	e = mnl_nlmsg_get_payload(nlh);
+	if (e->error == 0)
+		return;		/* an acknowledgement nobody asked for */
+	len = mnl_nlmsg_get_payload_len(nlh) - offsetof(struct nlmsgerr, msg);
+	if (ct_parse(&e->msg, len, CT_NEW_TYPE, &ce) == NFQ_CT_EVENT)
+		cb(arg, &ce, -e->error);
+	else
+		cb(arg, NULL, -e->error);	/* the quote was cut */
+}
+
+int
+nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
+    void *arg)
+{
+	const struct nlmsghdr *nlh;
+	ssize_t n;
+	int len, i, count = 0;
+
+	/* bounded: refusals are rare, and a flood of them must not hold
+	 * the caller's loop */
+	for (i = 0; i < CT_RECV_BATCH; i++) {
+		n = recv(mnl_socket_get_fd(m->nl), m->buf, sizeof(m->buf),
+		    MSG_DONTWAIT);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == ENOBUFS) {
+				/* refusals were lost: whose, unknown */
+				cb(arg, NULL, ENOBUFS);
+				count++;
+				continue;
+			}
+			return -1;
+		}
+		len = (int)n;
+		for (nlh = (const struct nlmsghdr *)m->buf;
+		    mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+			ctmark_refusal(nlh, cb, arg);
+			count++;
+		}
+	}
+	return count;
 }
 
 void

@@ -292,6 +292,13 @@ nfq_fastsyn_close(struct nfq_fastsyn *fs)
 
 /* Copies per nfq_nflog_recv call, like the queue's batch. */
 #define NFLOG_RECV_BATCH	64
+
+/* Datagrams one recvmmsg takes; fewer means the socket was empty, and the
+ * batch ends without another read to find so (as the queue's). A copy is
+ * one message of some 300 bytes (128 bytes of packet, qthreshold 1): a
+ * datagram larger than NFLOG_DGRAM_SIZE is damaged and skipped. */
+#define NFLOG_RECV_VLEN		8
+#define NFLOG_DGRAM_SIZE	8192
 #define NFLOG_RCVBUF		(4 * 1024 * 1024)
 
 struct nfq_nflog {
@@ -304,7 +311,9 @@ struct nfq_nflog {
 	int			 handled;
 	bool			 dry;	/* the last read ended on EAGAIN */
 	struct nfq_nflog_stats	 stats;
-	alignas(struct nlmsghdr) char buf[64 * 1024];
+	struct mmsghdr		 msgs[NFLOG_RECV_VLEN];
+	struct iovec		 iov[NFLOG_RECV_VLEN];
+	alignas(struct nlmsghdr) char buf[NFLOG_RECV_VLEN][NFLOG_DGRAM_SIZE];
 };
 
 static int
@@ -322,7 +331,7 @@ nflog_config(struct nfq_nflog *l, uint16_t group, const void *attr,
 		return -1;
 	/* nothing is logged to the group before its bind succeeds: the
 	 * answer is the next message */
-	return wait_ack(l->nl, l->buf, sizeof(l->buf), seq, l->portid);
+	return wait_ack(l->nl, l->buf[0], sizeof(l->buf[0]), seq, l->portid);
 }
 
 struct nfq_nflog *
@@ -434,16 +443,23 @@ nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
 int
 nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 {
-	ssize_t n;
-	int i;
+	int i, n, got = 0;
 
 	l->cb = cb;
 	l->cb_arg = arg;
 	l->handled = 0;
 	l->dry = false;
-	for (i = 0; i < NFLOG_RECV_BATCH; i++) {
-		n = recv(mnl_socket_get_fd(l->nl), l->buf, sizeof(l->buf),
-		    MSG_DONTWAIT);
+	while (got < NFLOG_RECV_BATCH) {
+		for (i = 0; i < NFLOG_RECV_VLEN; i++) {
+			l->iov[i].iov_base = l->buf[i];
+			l->iov[i].iov_len = sizeof(l->buf[i]);
+			memset(&l->msgs[i].msg_hdr, 0,
+			    sizeof(l->msgs[i].msg_hdr));
+			l->msgs[i].msg_hdr.msg_iov = &l->iov[i];
+			l->msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(mnl_socket_get_fd(l->nl), l->msgs,
+		    NFLOG_RECV_VLEN, MSG_DONTWAIT, NULL);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				l->dry = true;
@@ -456,14 +472,23 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 			 * refused (fail closed) */
 			if (errno == ENOBUFS) {
 				l->stats.overruns++;
+				got++;
 				continue;
 			}
 			l->cb = NULL;
 			return -1;
 		}
-		if (mnl_cb_run(l->buf, (size_t)n, 0, l->portid,
-		    nflog_packet_cb, l) == MNL_CB_ERROR)
-			l->stats.bad_messages++;
+		for (i = 0; i < n; i++) {
+			if ((l->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+			    mnl_cb_run(l->buf[i], l->msgs[i].msg_len, 0,
+			    l->portid, nflog_packet_cb, l) == MNL_CB_ERROR)
+				l->stats.bad_messages++;
+		}
+		got += n;
+		if (n < NFLOG_RECV_VLEN) {
+			l->dry = true;	/* the socket was empty */
+			break;
+		}
 	}
 	l->cb = NULL;
 	return l->handled;

@@ -610,6 +610,33 @@ struct nfq_ctmark *nfq_ctmark_open(char *err, size_t errlen);
 int nfq_ctmark_set(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
     uint16_t sport, uint32_t daddr, uint16_t dport, uint32_t mark,
     uint32_t mask);
+
+/*
+ * The same change, without waiting for an acknowledgement: the kernel has
+ * made it, or refused it, by the time this returns (ctnetlink handles the
+ * request inside the send), and answers only a refusal. 0, or -1 with
+ * errno when the request could not be sent. A refusal waits on
+ * nfq_ctmark_fd for nfq_ctmark_refusals. Do not mix with nfq_ctmark_set,
+ * which skips answers to other requests.
+ */
+int nfq_ctmark_post(struct nfq_ctmark *m, uint8_t proto, uint32_t saddr,
+    uint16_t sport, uint32_t daddr, uint16_t dport, uint32_t mark,
+    uint32_t mask);
+int nfq_ctmark_fd(const struct nfq_ctmark *m);
+
+/*
+ * e: the refused change's connection (proto, addresses and ports; the rest
+ * 0), or NULL when the kernel's quote of it did not parse, or when
+ * refusals were lost (error ENOBUFS: the socket's buffer overflowed).
+ * error: the kernel's (ENOENT: conntrack has no such connection).
+ */
+typedef void (*nfq_ctmark_refusal_cb)(void *arg, const struct nfq_ct_end *e,
+    int error);
+
+/* Reads refusals of posted changes without blocking (at most 64 datagrams
+ * a call): cb for each. The number read, or -1 with errno. */
+int nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
+    void *arg);
 void nfq_ctmark_close(struct nfq_ctmark *m);	/* NULL-safe */
 
 /*

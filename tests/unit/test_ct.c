@@ -1244,6 +1244,80 @@ test_mark(void **state)
 	close(p.lfd);
 }
 
+struct refusals {
+	int		 n;
+	int		 error;
+	bool		 quoted;
+	struct nfq_ct_end e;
+};
+
+static void
+on_refusal(void *arg, const struct nfq_ct_end *e, int error)
+{
+	struct refusals *r = arg;
+
+	r->n++;
+	r->error = error;
+	r->quoted = e != NULL;
+	if (e != NULL)
+		r->e = *e;
+}
+
+/*
+ * nfq_ctmark_post: the change is made when it returns (read back at once),
+ * nothing is answered for it, and a refused one comes back with the
+ * connection it named and the kernel's error.
+ */
+static void
+test_mark_post(void **state)
+{
+	struct nfq_ct *ct;
+	struct nfq_ctmark *m;
+	struct nfq_ct_end e;
+	struct tcp_pair p;
+	struct refusals r;
+	uint32_t lo = htonl(INADDR_LOOPBACK);
+	char err[256];
+
+	NEED_ENV(state);
+	ct = *state;
+	assert_non_null(m = nfq_ctmark_open(err, sizeof(err)));
+	assert_true(nfq_ctmark_fd(m) >= 0);
+	tcp_connect(&p);
+	assert_int_equal(nfq_ctmark_post(m, IPPROTO_TCP, lo, p.cport, lo,
+	    p.sport, 0x20000def, 0x7fffffffU), 0);
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_int_equal(e.mark, 0x20000defU);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 0);
+	assert_int_equal(r.n, 0);
+
+	/* a connection conntrack does not have */
+	assert_int_equal(nfq_ctmark_post(m, IPPROTO_TCP, lo, p.cport, lo,
+	    (uint16_t)(p.sport ^ 1), 0x10000000U, 0x70000000U), 0);
+	assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 1);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.error, ENOENT);
+	assert_true(r.quoted);
+	assert_int_equal(r.e.proto, IPPROTO_TCP);
+	assert_int_equal(r.e.saddr, lo);
+	assert_int_equal(r.e.daddr, lo);
+	assert_int_equal(r.e.sport, p.cport);
+	assert_int_equal(r.e.dport, (uint16_t)(p.sport ^ 1));
+	/* read once: nothing is left */
+	assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 0);
+	assert_int_equal(r.n, 1);
+	/* the refused change moved nothing */
+	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
+	    &e), 1);
+	assert_int_equal(e.mark, 0x20000defU);
+	nfq_ctmark_close(m);
+	close(p.cfd);
+	close(p.sfd);
+	close(p.lfd);
+}
+
 /* One datagram from src to 127.0.0.1:port; returns the socket (its
  * source port names the entry). */
 static int
@@ -1424,6 +1498,7 @@ main(void)
 		T(test_forged_sender),
 		T(test_get),
 		T(test_mark),
+		T(test_mark_post),
 		T(test_flush_source),
 #undef T
 	};

@@ -22,9 +22,13 @@
 #include "nfq/nfq.h"
 #include "nfq/ct_int.h"
 
-/* recvmsg calls per nfq_ct_recv, so that a flood of ends (a table flush,
- * a port scan timing out) cannot starve the caller's event loop. */
+/* Datagrams per nfq_ct_recv, so that a flood of ends (a table flush, a
+ * port scan timing out) cannot starve the caller's event loop. */
 #define CT_RECV_BATCH	64
+
+/* Datagrams one recvmmsg takes; fewer means the socket was empty, and the
+ * batch ends without another read to find so. */
+#define CT_RECV_VLEN	8
 
 /* One event is a few hundred bytes and the kernel sends each in its own
  * datagram; this leaves ample room, so MSG_TRUNC means a damaged sender. */
@@ -58,7 +62,10 @@ struct nfq_ct {
 	uint64_t		 damaged;	/* messages skipped unread */
 	bool			 drained;	/* the last read found none left */
 
-	alignas(struct nlmsghdr) char buf[CT_BUF_SIZE];
+	struct mmsghdr		 msgs[CT_RECV_VLEN];
+	struct iovec		 iov[CT_RECV_VLEN];
+	struct sockaddr_nl	 from[CT_RECV_VLEN];
+	alignas(struct nlmsghdr) char buf[CT_RECV_VLEN][CT_BUF_SIZE];
 };
 
 /*
@@ -424,29 +431,40 @@ ct_framed(const void *buf, size_t n)
 }
 
 /*
- * One datagram into ct->buf. Returns its length, 0 for one to skip (not
- * from the kernel, or truncated), -1 with errno.
+ * Up to CT_RECV_VLEN datagrams into ct->buf: how many, or -1 with errno.
+ * A datagram not from the kernel, or truncated, is marked to be skipped
+ * (its length 0).
  */
-static ssize_t
+static int
 ct_read(struct nfq_ct *ct)
 {
-	struct sockaddr_nl addr;
-	struct iovec iov = { .iov_base = ct->buf, .iov_len = sizeof(ct->buf) };
-	struct msghdr msg = {
-		.msg_name = &addr, .msg_namelen = sizeof(addr),
-		.msg_iov = &iov, .msg_iovlen = 1,
-	};
-	ssize_t n;
+	struct msghdr *m;
+	int i, n;
 
-	if ((n = recvmsg(mnl_socket_get_fd(ct->nl), &msg, 0)) == -1)
+	for (i = 0; i < CT_RECV_VLEN; i++) {
+		ct->iov[i].iov_base = ct->buf[i];
+		ct->iov[i].iov_len = sizeof(ct->buf[i]);
+		m = &ct->msgs[i].msg_hdr;
+		memset(m, 0, sizeof(*m));
+		m->msg_name = &ct->from[i];
+		m->msg_namelen = sizeof(ct->from[i]);
+		m->msg_iov = &ct->iov[i];
+		m->msg_iovlen = 1;
+	}
+	if ((n = recvmmsg(mnl_socket_get_fd(ct->nl), ct->msgs, CT_RECV_VLEN,
+	    MSG_DONTWAIT, NULL)) == -1)
 		return -1;
-	/* Events come from the kernel (port id 0). Another process with
-	 * CAP_NET_ADMIN could send to our port id: it must not be able to
-	 * forge a connection's accounting. */
-	if (msg.msg_namelen != sizeof(addr) || addr.nl_family != AF_NETLINK ||
-	    addr.nl_pid != 0 || (msg.msg_flags & MSG_TRUNC)) {
-		ct->damaged++;
-		return 0;
+	for (i = 0; i < n; i++) {
+		m = &ct->msgs[i].msg_hdr;
+		/* Events come from the kernel (port id 0). Another process
+		 * with CAP_NET_ADMIN could send to our port id: it must not
+		 * be able to forge a connection's accounting. */
+		if (m->msg_namelen != sizeof(ct->from[i]) ||
+		    ct->from[i].nl_family != AF_NETLINK ||
+		    ct->from[i].nl_pid != 0 || (m->msg_flags & MSG_TRUNC)) {
+			ct->damaged++;
+			ct->msgs[i].msg_len = 0;
+		}
 	}
 	return n;
 }
@@ -454,14 +472,14 @@ ct_read(struct nfq_ct *ct)
 int
 nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg)
 {
-	ssize_t n;
-	int i;
+	size_t len;
+	int i, n, got = 0;
 
 	ct->cb = cb;
 	ct->cb_arg = arg;
 	ct->events = 0;
 	ct->drained = false;
-	for (i = 0; i < CT_RECV_BATCH; i++) {
+	while (got < CT_RECV_BATCH) {
 		if ((n = ct_read(ct)) == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				ct->drained = true;
@@ -474,21 +492,29 @@ nfq_ct_recv(struct nfq_ct *ct, nfq_ct_cb cb, void *arg)
 			 * is queued after the overrun is intact. */
 			if (errno == ENOBUFS) {
 				ct->lost++;
+				got++;
 				continue;
 			}
 			ct->cb = NULL;
 			return -1;
 		}
-		if (n == 0)
-			continue;
-		if (!ct_framed(ct->buf, (size_t)n))
-			ct->damaged++;
-		/* seq and port id 0: events answer no request of ours
-		 * (one caused by someone's flush carries that process's
-		 * port id, which must not make it fail). */
-		if (mnl_cb_run(ct->buf, (size_t)n, 0, 0, ct_msg_cb, ct) ==
-		    MNL_CB_ERROR)
-			ct->damaged++;
+		for (i = 0; i < n; i++) {
+			if ((len = ct->msgs[i].msg_len) == 0)
+				continue;
+			if (!ct_framed(ct->buf[i], len))
+				ct->damaged++;
+			/* seq and port id 0: events answer no request of
+			 * ours (one caused by someone's flush carries that
+			 * process's port id, which must not make it fail). */
+			if (mnl_cb_run(ct->buf[i], len, 0, 0, ct_msg_cb, ct) ==
+			    MNL_CB_ERROR)
+				ct->damaged++;
+		}
+		got += n;
+		if (n < CT_RECV_VLEN) {
+			ct->drained = true;	/* the socket was empty */
+			break;
+		}
 	}
 	ct->cb = NULL;
 	return ct->events;

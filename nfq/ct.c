@@ -683,6 +683,8 @@ struct nfq_ctmark {
 	/* a request, then its acknowledgement: an error message, which
 	 * quotes the request */
 	alignas(struct nlmsghdr) char buf[4096];
+	/* refusals of posted changes, read apart from the requests */
+	alignas(struct nlmsghdr) char rbuf[4096];
 };
 
 struct nfq_ctmark *
@@ -785,7 +787,7 @@ nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
 	/* bounded: refusals are rare, and a flood of them must not hold
 	 * the caller's loop */
 	for (i = 0; i < CT_RECV_BATCH; i++) {
-		n = recv(mnl_socket_get_fd(m->nl), m->buf, sizeof(m->buf),
+		n = recv(mnl_socket_get_fd(m->nl), m->rbuf, sizeof(m->rbuf),
 		    MSG_DONTWAIT);
 		if (n == -1) {
 			if (errno == EINTR)
@@ -801,7 +803,7 @@ nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
 			return -1;
 		}
 		len = (int)n;
-		for (nlh = (const struct nlmsghdr *)m->buf;
+		for (nlh = (const struct nlmsghdr *)m->rbuf;
 		    mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
 			ctmark_refusal(nlh, cb, arg);
 			count++;

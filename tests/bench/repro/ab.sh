@@ -1,0 +1,138 @@
+#!/bin/bash
+# ab: two builds of sluiced against each other on one bed.
+#
+#   tests/bench/repro/ab.sh [REV_A [REV_B]]     (HEAD~1 and HEAD)
+#
+# Builds sluiced at each revision (in temporary git worktrees) and
+# measures, on the bench's bed (tests/bench/lib.sh), new connections/s
+# with CONC clients under B1 and under S, in alternating pairs, restarting
+# sluiced with A's binary, then B's, ROUNDS times, PAIRS pairs each. A
+# change too small for `make bench` to tell from its spread (each bench
+# run is one bed and one binary; two runs of one binary differ by 0.03 in
+# TLS S/B1) shows here, or is shown to be within the spread.
+# Prints the median S/B1 of each and its spread, and the median rates.
+# Environment: ROUNDS (3), PAIRS (4), SECS (3), CONC (16), MODE (tls, or
+# http), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh).
+# About 3 minutes with the defaults. Needs root, like the bench.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+REV_A=${1:-HEAD~1}
+REV_B=${2:-HEAD}
+ROUNDS=${ROUNDS:-3}
+PAIRS=${PAIRS:-4}
+SECS=${SECS:-3}
+CONC=${CONC:-16}
+MODE=${MODE:-tls}
+case $MODE in
+tls|http) ;;
+*) echo "ab: MODE is tls or http, not $MODE" >&2; exit 2 ;;
+esac
+CONNBENCH=${CONNBENCH:-$REPO/build/connbench}
+[ -x "$CONNBENCH" ] || make -C "$REPO" -s build/connbench >/dev/null ||
+    { echo "ab: cannot build connbench" >&2; exit 1; }
+
+WTS=()
+cleanup_wt() {
+	local w
+	for w in "${WTS[@]}"; do
+		git -C "$REPO" worktree remove --force "$w" 2>/dev/null
+	done
+}
+# build REV: a worktree at REV with sluiced and sluice built; prints it
+build() {
+	local wt
+	wt=$(mktemp -d /tmp/sluice-ab.XXXXXX)
+	if ! git -C "$REPO" worktree add -q --detach "$wt" "$1" >&2; then
+		echo "ab: no revision $1" >&2
+		rmdir "$wt"
+		return 1
+	fi
+	if ! make -C "$wt" -s -j2 build/sluiced build/sluice >/dev/null; then
+		echo "ab: the build of $1 failed" >&2
+		git -C "$REPO" worktree remove --force "$wt" 2>/dev/null
+		return 1
+	fi
+	echo "$wt"
+}
+WT_A=$(build "$REV_A") || exit 1
+WTS+=("$WT_A")
+WT_B=$(build "$REV_B") || { cleanup_wt; exit 1; }
+WTS+=("$WT_B")
+NAME_A="$REV_A ($(git -C "$WT_A" rev-parse --short HEAD))"
+NAME_B="$REV_B ($(git -C "$WT_B" rev-parse --short HEAD))"
+export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
+
+. "$REPO/tests/bench/lib.sh"
+tb_init ab
+on_exit() {
+	local rc=$?
+	cleanup_wt
+	(exit "$rc")
+	_tb_on_exit
+}
+trap on_exit EXIT
+bn_bed_up || { echo "ab: bed up failed" >&2; exit 1; }
+"$TB_PY" - "$TB_DIR/policy.json" <<'EOF'
+import json, sys
+json.dump({"network": {"allowedDomains": ["a.test"]}}, open(sys.argv[1], "w"))
+EOF
+
+# load CFG: one load from CFG's client; prints its connections/s
+load() {
+	local port=443
+
+	[ "$MODE" = http ] && port=80
+	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$MODE" \
+	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
+	    -c "$CONC" -d "$SECS" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
+	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
+}
+
+: > "$TB_DIR/ab.txt"
+for ((r = 0; r < ROUNDS; r++)); do
+	for v in A B; do
+		if [ "$v" = A ]; then w=$WT_A; else w=$WT_B; fi
+		tb_sluiced_stop >/dev/null 2>&1
+		export SLUICED=$w/build/sluiced SLUICE=$w/build/sluice
+		bn_sluice_up "$TB_DIR/policy.json" >/dev/null 2>&1 ||
+		    { echo "ab: sluiced up failed ($v)" >&2; exit 1; }
+		# the binary running is the one meant
+		[ "$(readlink "/proc/$TB_SLUICED_PID/exe")" = "$w/build/sluiced" ] ||
+		    { echo "ab: sluiced is not $w/build/sluiced" >&2; exit 1; }
+		for ((i = 0; i < PAIRS; i++)); do
+			# shellcheck disable=SC2119 # a.test, its default
+			bn_resolve_s >/dev/null 2>&1
+			if ((i % 2)); then
+				s=$(load S); b=$(load B1)
+			else
+				b=$(load B1); s=$(load S)
+			fi
+			echo "$v ${b:-0} ${s:-0}" >> "$TB_DIR/ab.txt"
+		done
+	done
+done
+tb_sluiced_stop >/dev/null 2>&1
+# shellcheck disable=SC2034 # read by testbed.sh's exit trap
+TB_FINISHED=1
+echo "$MODE, $CONC clients, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
+"$TB_PY" - "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    v, b, s = line.split()
+    if float(b) > 0 and float(s) > 0:
+        rows.setdefault(v, []).append((float(b), float(s)))
+print("| build | S/B1 median (min-max) | B1 conn/s | S conn/s | pairs |")
+print("| --- | --- | --- | --- | --- |")
+for v, name in (("A", sys.argv[2]), ("B", sys.argv[3])):
+    p = rows.get(v, [])
+    if not p:
+        print(f"| {name} | no valid pair | | | 0 |")
+        continue
+    r = [s / b for b, s in p]
+    print(f"| {name} | {statistics.median(r):.3f} "
+          f"({min(r):.3f}-{max(r):.3f}) | "
+          f"{statistics.median(b for b, _ in p):,.0f} | "
+          f"{statistics.median(s for _, s in p):,.0f} | {len(p)} |")
+EOF

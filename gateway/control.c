@@ -269,13 +269,19 @@ handle(struct gw *gw, json_t *req)
 		 * those it did not hold */
 		if (o != NULL && gw->classifier != NULL) {
 			json_t *q = json_object_get(o, "queue");
-			uint64_t hits, misses;
+			uint64_t hits, misses, checks, mismatches;
 
 			nfq_class_cache_stats(gw->classifier, &hits, &misses);
+			nfq_class_cache_checks(gw->classifier, &checks,
+			    &mismatches);
 			json_object_set_new(q, "app_cache_hits",
 			    json_integer((json_int_t)hits));
 			json_object_set_new(q, "app_cache_misses",
 			    json_integer((json_int_t)misses));
+			json_object_set_new(q, "app_cache_checks",
+			    json_integer((json_int_t)checks));
+			json_object_set_new(q, "app_cache_mismatches",
+			    json_integer((json_int_t)mismatches));
 		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)

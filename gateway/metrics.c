@@ -256,9 +256,12 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 	st->verify_mark_errors = gw->verify_mark_errors;
 	st->server_resets = gw->server_resets;
 	st->server_reset_errors = gw->server_reset_errors;
-	if (gw->classifier != NULL)
+	if (gw->classifier != NULL) {
 		nfq_class_cache_stats(gw->classifier, &st->app_cache_hits,
 		    &st->app_cache_misses);
+		nfq_class_cache_checks(gw->classifier, &st->app_cache_checks,
+		    &st->app_cache_mismatches);
+	}
 	if (gw->vlog != NULL) {
 		struct nfq_nflog_stats vs;
 
@@ -551,10 +554,16 @@ gw_metrics_render(const struct gw_metrics *m,
 	one(&t, "sluice_app_cache_hits_total", "counter",
 	    "TLS connections whose app (nDPI's name) was that of an earlier "
 	    "one with the same addresses, port and ClientHello fields, "
-	    "without nDPI.", st->app_cache_hits);
+	    "without nDPI (but for the checks).", st->app_cache_hits);
 	one(&t, "sluice_app_cache_misses_total", "counter",
 	    "TLS connections named by nDPI, the name then kept for the next.",
 	    st->app_cache_misses);
+	one(&t, "sluice_app_cache_checks_total", "counter",
+	    "Cache hits named by nDPI all the same (one in 64), to check the "
+	    "cache's name.", st->app_cache_checks);
+	one(&t, "sluice_app_cache_mismatches_total", "counter",
+	    "Checks where nDPI's name differed from the cache's (the cache "
+	    "then took nDPI's).", st->app_cache_mismatches);
 	one(&t, "sluice_rate_limited_flows_total", "counter",
 	    "Flow attempts denied by a sandbox's bounds (rate_limited), rows "
 	    "of their own or only counted.", st->limited_flows);

@@ -70,6 +70,8 @@ struct gw_metrics_state {
 	uint64_t		 server_reset_errors;	/* ... resets not sent */
 	uint64_t		 app_cache_hits;	/* TLS flows named by key */
 	uint64_t		 app_cache_misses;	/* ... by nDPI */
+	uint64_t		 app_cache_checks;	/* hits named by nDPI too */
+	uint64_t		 app_cache_mismatches;	/* ... differently */
 	uint64_t		 denied_unlogged;	/* records the log refused
 						 * on the verdict path */
 	uint64_t		 revoked;	/* connections policy sets cut */

@@ -49,6 +49,12 @@
 #define CLASS_CACHE_SLOTS	4096
 #define CLASS_NAME_MAX		48
 
+/* One hit in this many is named by nDPI all the same, and compared with
+ * the cache's name: the cache rests on a reading of nDPI (that it names a
+ * hello by what the key holds), and this checks it on live traffic, at
+ * the cost of nDPI on one flow in 64. The slot then holds nDPI's name. */
+#define CLASS_CACHE_CHECK	64
+
 struct class_slot {
 	uint64_t	 h1, h2;	/* 0 and 0: empty */
 	char		 name[CLASS_NAME_MAX];
@@ -59,6 +65,9 @@ struct nfq_classifier {
 	struct class_slot	*cache;		/* NULL: none (no memory) */
 	struct dns_hash_key	 k1, k2;
 	uint64_t		 hits, misses;
+	uint64_t		 checks, mismatches;
+	unsigned		 until_check;	/* hits left before one is
+						 * checked */
 };
 
 struct class_pkt {
@@ -103,6 +112,7 @@ nfq_classifier_new(void)
 	c->cache = calloc(CLASS_CACHE_SLOTS, sizeof(*c->cache));
 	dns_hash_key_new(&c->k1, c);
 	dns_hash_key_new(&c->k2, &c->k2);
+	c->until_check = CLASS_CACHE_CHECK;
 	return c;
 }
 
@@ -297,6 +307,20 @@ nfq_class_result_keyed(struct nfq_classifier *c, struct nfq_class_flow *f,
 	if ((h1 | h2) == 0)
 		h2 = 1;		/* 0, 0 is an empty slot */
 	sl = &c->cache[h1 & (CLASS_CACHE_SLOTS - 1)];
+	if (sl->h1 == h1 && sl->h2 == h2 && --c->until_check == 0) {
+		/* the check: nDPI names it from the packets kept, and
+		 * whatever it says is the answer and the slot's from now */
+		c->hits++;
+		c->checks++;
+		c->until_check = CLASS_CACHE_CHECK;
+		if ((r = nfq_class_result(c, f, buf, len)) != NULL &&
+		    strlen(r) < sizeof(sl->name) && strlen(r) + 1 <= len &&
+		    strcmp(r, sl->name) != 0) {
+			c->mismatches++;
+			memcpy(sl->name, r, strlen(r) + 1);
+		}
+		return r;
+	}
 	if (sl->h1 == h1 && sl->h2 == h2) {
 		c->hits++;
 		drop_held(f);
@@ -322,4 +346,12 @@ nfq_class_cache_stats(const struct nfq_classifier *c, uint64_t *hits,
 {
 	*hits = c->hits;
 	*misses = c->misses;
+}
+
+void
+nfq_class_cache_checks(const struct nfq_classifier *c, uint64_t *checks,
+    uint64_t *mismatches)
+{
+	*checks = c->checks;
+	*mismatches = c->mismatches;
 }

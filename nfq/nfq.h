@@ -514,6 +514,10 @@ const char *nfq_class_result_keyed(struct nfq_classifier *c,
 /* Flows named from the cache, and keyed flows that were not. */
 void nfq_class_cache_stats(const struct nfq_classifier *c, uint64_t *hits,
     uint64_t *misses);
+/* Hits named by nDPI all the same (one in 64), and those of them whose
+ * name differed from the cache's (the slot took nDPI's). */
+void nfq_class_cache_checks(const struct nfq_classifier *c, uint64_t *checks,
+    uint64_t *mismatches);
 
 /* ---- conntrack destroy events (ct.c): flow accounting ------------------ */
 

@@ -723,6 +723,50 @@ test_keyed_cache(void **state)
 	nfq_class_flow_free(f);
 }
 
+/*
+ * One hit in 64 is named by nDPI all the same: a key first named from one
+ * hello and then met with another keeps the first name for 63 hits; the
+ * 64th is nDPI's, counted as a mismatch, and the slot holds it from then.
+ */
+static void
+test_cache_check(void **state)
+{
+	struct nfq_classifier *c;
+	uint64_t h, m, checks, mism;
+	char buf[64];
+	int i;
+
+	(void)state;
+	assert_non_null(c = nfq_classifier_new());
+	assert_string_equal(keyed(c, "kc", hello_google,
+	    sizeof(hello_google), buf, sizeof(buf)), "TLS.Google");
+	for (i = 0; i < 63; i++)
+		assert_string_equal(keyed(c, "kc", hello_a_test,
+		    sizeof(hello_a_test), buf, sizeof(buf)), "TLS.Google");
+	nfq_class_cache_checks(c, &checks, &mism);
+	assert_int_equal(checks, 0);
+	assert_int_equal(mism, 0);
+	assert_string_equal(keyed(c, "kc", hello_a_test,
+	    sizeof(hello_a_test), buf, sizeof(buf)), "TLS");
+	nfq_class_cache_checks(c, &checks, &mism);
+	assert_int_equal(checks, 1);
+	assert_int_equal(mism, 1);
+	/* the slot follows nDPI now, whatever the packets say */
+	assert_string_equal(keyed(c, "kc", hello_google,
+	    sizeof(hello_google), buf, sizeof(buf)), "TLS");
+	/* a check that agrees is no mismatch */
+	for (i = 0; i < 63; i++)
+		assert_string_equal(keyed(c, "kc", hello_a_test,
+		    sizeof(hello_a_test), buf, sizeof(buf)), "TLS");
+	nfq_class_cache_checks(c, &checks, &mism);
+	assert_int_equal(checks, 2);
+	assert_int_equal(mism, 1);
+	nfq_class_cache_stats(c, &h, &m);
+	assert_int_equal(h, 128);
+	assert_int_equal(m, 1);
+	nfq_classifier_free(c);
+}
+
 static void
 test_free_null(void **state)
 {
@@ -749,6 +793,7 @@ main(void)
 		cmocka_unit_test(test_quiet),
 		cmocka_unit_test(test_deferred_same),
 		cmocka_unit_test(test_keyed_cache),
+		cmocka_unit_test(test_cache_check),
 		cmocka_unit_test(test_free_null),
 	};
 

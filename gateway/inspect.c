@@ -156,6 +156,21 @@ flow_key(const struct nfq_packet *pkt, const struct nfq_tuple *t,
 	key->proto = t->proto;
 }
 
+/* The key of the hold of the connection saddr:sport -> daddr:dport (the
+ * client's way) on sandbox interface ifindex. */
+static void
+hold_key(struct nfq_flow_key *key, uint32_t ifindex, uint8_t proto,
+    uint32_t saddr, uint16_t sport, uint32_t daddr, uint16_t dport)
+{
+	memset(key, 0, sizeof(*key));
+	key->ifindex = ifindex;
+	key->saddr = saddr;
+	key->daddr = daddr;
+	key->sport = sport;
+	key->dport = dport;
+	key->proto = proto;
+}
+
 static struct hold *
 hold_find(struct gw_holds *hs, const struct nfq_flow_key *k)
 {
@@ -1205,13 +1220,8 @@ on_refusal(void *arg, const struct nfq_ct_end *e, int error)
 	    e->dport, strerror(error));
 	if ((sb = gw_sandbox_by_addr(gw, e->saddr)) == NULL)
 		return;
-	memset(&key, 0, sizeof(key));
-	key.ifindex = sb->ifindex;
-	key.saddr = e->saddr;
-	key.daddr = e->daddr;
-	key.sport = e->sport;
-	key.dport = e->dport;
-	key.proto = e->proto;
+	hold_key(&key, sb->ifindex, e->proto, e->saddr, e->sport, e->daddr,
+	    e->dport);
 	if ((h = hold_find(gw->holds, &key)) != NULL && h->kind != HOLD_TLS)
 		h->marked = false;	/* the next copy sets it again */
 }
@@ -1277,13 +1287,9 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	struct hold *h = NULL;
 	uint32_t mark = GW_MARK_VERIFY;
 
-	memset(&key, 0, sizeof(key));
-	key.ifindex = pkt->outdev;
-	key.saddr = t->daddr;
-	key.daddr = t->saddr;
-	key.sport = t->dport;
-	key.dport = t->sport;
-	key.proto = t->proto;
+	/* the server's packet: the hold is keyed the client's way */
+	hold_key(&key, pkt->outdev, t->proto, t->daddr, t->dport, t->saddr,
+	    t->sport);
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
 	if (h == NULL) {

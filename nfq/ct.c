@@ -21,6 +21,7 @@
 
 #include "nfq/nfq.h"
 #include "nfq/ct_int.h"
+#include "nfq/mmsg_int.h"
 
 /* Datagrams per nfq_ct_recv, so that a flood of ends (a table flush, a
  * port scan timing out) cannot starve the caller's event loop. */
@@ -441,16 +442,8 @@ ct_read(struct nfq_ct *ct)
 	struct msghdr *m;
 	int i, n;
 
-	for (i = 0; i < CT_RECV_VLEN; i++) {
-		ct->iov[i].iov_base = ct->buf[i];
-		ct->iov[i].iov_len = sizeof(ct->buf[i]);
-		m = &ct->msgs[i].msg_hdr;
-		memset(m, 0, sizeof(*m));
-		m->msg_name = &ct->from[i];
-		m->msg_namelen = sizeof(ct->from[i]);
-		m->msg_iov = &ct->iov[i];
-		m->msg_iovlen = 1;
-	}
+	nfq_mmsg_prepare(ct->msgs, ct->iov, ct->buf[0], sizeof(ct->buf[0]),
+	    CT_RECV_VLEN, ct->from, sizeof(ct->from[0]));
 	if ((n = recvmmsg(mnl_socket_get_fd(ct->nl), ct->msgs, CT_RECV_VLEN,
 	    MSG_DONTWAIT, NULL)) == -1)
 		return -1;

@@ -39,6 +39,7 @@
 #include <linux/netfilter/nf_tables.h>
 
 #include "nfq/nfq.h"
+#include "nfq/mmsg_int.h"
 
 /* ---- the set ------------------------------------------------------------ */
 
@@ -450,14 +451,8 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 	l->handled = 0;
 	l->dry = false;
 	while (got < NFLOG_RECV_BATCH) {
-		for (i = 0; i < NFLOG_RECV_VLEN; i++) {
-			l->iov[i].iov_base = l->buf[i];
-			l->iov[i].iov_len = sizeof(l->buf[i]);
-			memset(&l->msgs[i].msg_hdr, 0,
-			    sizeof(l->msgs[i].msg_hdr));
-			l->msgs[i].msg_hdr.msg_iov = &l->iov[i];
-			l->msgs[i].msg_hdr.msg_iovlen = 1;
-		}
+		nfq_mmsg_prepare(l->msgs, l->iov, l->buf[0],
+		    sizeof(l->buf[0]), NFLOG_RECV_VLEN, NULL, 0);
 		n = recvmmsg(mnl_socket_get_fd(l->nl), l->msgs,
 		    NFLOG_RECV_VLEN, MSG_DONTWAIT, NULL);
 		if (n < 0) {

@@ -15,6 +15,7 @@
 #include <libnetfilter_queue/libnetfilter_queue.h>
 
 #include "nfq/nfq.h"
+#include "nfq/mmsg_int.h"
 
 /* Messages per nfq_queue_recv, so that one busy queue cannot starve the
  * rest of the caller's event loop. */
@@ -345,14 +346,8 @@ nfq_queue_recv(struct nfq_queue *q, nfq_packet_cb cb, void *arg)
 	q->cb_arg = arg;
 	q->handled = 0;
 	while (got < QUEUE_RECV_BATCH) {
-		for (i = 0; i < QUEUE_RECV_VLEN; i++) {
-			q->iov[i].iov_base = q->buf[i];
-			q->iov[i].iov_len = sizeof(q->buf[i]);
-			memset(&q->msgs[i].msg_hdr, 0,
-			    sizeof(q->msgs[i].msg_hdr));
-			q->msgs[i].msg_hdr.msg_iov = &q->iov[i];
-			q->msgs[i].msg_hdr.msg_iovlen = 1;
-		}
+		nfq_mmsg_prepare(q->msgs, q->iov, q->buf[0],
+		    sizeof(q->buf[0]), QUEUE_RECV_VLEN, NULL, 0);
 		n = recvmmsg(mnl_socket_get_fd(q->nl), q->msgs,
 		    QUEUE_RECV_VLEN, MSG_DONTWAIT, NULL);
 		if (n < 0) {

@@ -335,6 +335,19 @@ for s in d if isinstance(d, list) else d.get("sandboxes", []):
 	bn_resolve_s
 }
 
+# bn_rate CFG MODE CONC SECS: one closed-loop load (MODE tls or http, to
+# a.test) from CFG's client with connbench ($CONNBENCH); prints its
+# connections/s, nothing when it failed (its output in $TB_DIR/cb.out).
+bn_rate() {
+	local port=443
+
+	[ "$2" = http ] && port=80
+	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$2" \
+	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
+	    -c "$3" -d "$4" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
+	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
+}
+
 # bn_resolve_s: makes (or refreshes) s1's binding of a.test.
 bn_resolve_s() {
 	_bn_dns_answers "${P}-s1" "$BN_S_GW" 53 "${1:-$BN_NAME}" "${2:-$BN_HTTPS}"

@@ -80,13 +80,7 @@ EOF
 
 # load CFG: one load from CFG's client; prints its connections/s
 load() {
-	local port=443
-
-	[ "$MODE" = http ] && port=80
-	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$MODE" \
-	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
-	    -c "$CONC" -d "$SECS" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
-	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
+	bn_rate "$1" "$MODE" "$CONC" "$SECS"
 }
 
 : > "$TB_DIR/ab.txt"

@@ -78,10 +78,7 @@ variant_env() {
 
 # load CFG: one TLS load from CFG's client; prints its connections/s
 load() {
-	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m tls \
-	    -a "$BN_HTTPS" -p 443 -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
-	    -c "$CONC" -d "$SECS" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
-	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
+	bn_rate "$1" tls "$CONC" "$SECS"
 }
 
 : > "$TB_DIR/split.txt"

@@ -335,6 +335,28 @@ for s in d if isinstance(d, list) else d.get("sandboxes", []):
 	bn_resolve_s
 }
 
+# bn_repro_up NAME: the bed of a script in tests/bench/repro: tb_init NAME,
+# an exit trap that runs the script's cleanup_wt (its git worktrees) and
+# then the bed's own teardown, the bed, and $TB_DIR/policy.json, a policy
+# allowing a.test. Exits the script when the bed does not come up.
+bn_repro_up() {
+	tb_init "$1"
+	trap _bn_repro_exit EXIT
+	bn_bed_up || { echo "$1: bed up failed" >&2; exit 1; }
+	"$TB_PY" - "$TB_DIR/policy.json" <<'EOF'
+import json, sys
+json.dump({"network": {"allowedDomains": ["a.test"]}}, open(sys.argv[1], "w"))
+EOF
+}
+
+_bn_repro_exit() {
+	local rc=$?
+
+	cleanup_wt
+	(exit "$rc")
+	_tb_on_exit
+}
+
 # bn_rate CFG MODE CONC SECS: one closed-loop load (MODE tls or http, to
 # a.test) from CFG's client with connbench ($CONNBENCH); prints its
 # connections/s, nothing when it failed (its output in $TB_DIR/cb.out).

@@ -64,19 +64,7 @@ NAME_B="$REV_B ($(git -C "$WT_B" rev-parse --short HEAD))"
 export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
 
 . "$REPO/tests/bench/lib.sh"
-tb_init ab
-on_exit() {
-	local rc=$?
-	cleanup_wt
-	(exit "$rc")
-	_tb_on_exit
-}
-trap on_exit EXIT
-bn_bed_up || { echo "ab: bed up failed" >&2; exit 1; }
-"$TB_PY" - "$TB_DIR/policy.json" <<'EOF'
-import json, sys
-json.dump({"network": {"allowedDomains": ["a.test"]}}, open(sys.argv[1], "w"))
-EOF
+bn_repro_up ab
 
 # load CFG: one load from CFG's client; prints its connections/s
 load() {

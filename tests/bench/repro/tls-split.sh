@@ -50,20 +50,7 @@ fi
 export SLUICED=$WT/build/sluiced SLUICE=$WT/build/sluice
 
 . "$REPO/tests/bench/lib.sh"
-tb_init tls-split
-# the worktree, then the bed's own exit (its teardown)
-on_exit() {
-	local rc=$?
-	cleanup_wt
-	(exit "$rc")
-	_tb_on_exit
-}
-trap on_exit EXIT
-bn_bed_up || { echo "tls-split: bed up failed" >&2; exit 1; }
-"$TB_PY" - "$TB_DIR/policy.json" <<'EOF'
-import json, sys
-json.dump({"network": {"allowedDomains": ["a.test"]}}, open(sys.argv[1], "w"))
-EOF
+bn_repro_up tls-split
 
 variant_env() {
 	case $1 in

@@ -370,6 +370,27 @@ bn_rate() {
 	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
 }
 
+# bn_pairs LABEL N MODE CONC SECS FILE: N pairs of bn_rate loads under B1
+# and under S, which goes first alternating (as in run.sh), s1's binding
+# refreshed before each pair; appends "LABEL B1-RATE S-RATE" a pair to
+# FILE (0 for a load that failed).
+bn_pairs() {
+	local i b s
+
+	for ((i = 0; i < $2; i++)); do
+		# shellcheck disable=SC2119 # a.test, its default
+		bn_resolve_s >/dev/null 2>&1
+		if ((i % 2)); then
+			s=$(bn_rate S "$3" "$4" "$5")
+			b=$(bn_rate B1 "$3" "$4" "$5")
+		else
+			b=$(bn_rate B1 "$3" "$4" "$5")
+			s=$(bn_rate S "$3" "$4" "$5")
+		fi
+		echo "$1 ${b:-0} ${s:-0}" >> "$6"
+	done
+}
+
 # bn_resolve_s: makes (or refreshes) s1's binding of a.test.
 bn_resolve_s() {
 	_bn_dns_answers "${P}-s1" "$BN_S_GW" 53 "${1:-$BN_NAME}" "${2:-$BN_HTTPS}"

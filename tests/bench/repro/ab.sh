@@ -66,11 +66,6 @@ export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
 . "$REPO/tests/bench/lib.sh"
 bn_repro_up ab
 
-# load CFG: one load from CFG's client; prints its connections/s
-load() {
-	bn_rate "$1" "$MODE" "$CONC" "$SECS"
-}
-
 : > "$TB_DIR/ab.txt"
 for ((r = 0; r < ROUNDS; r++)); do
 	for v in A B; do
@@ -82,16 +77,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 		# the binary running is the one meant
 		[ "$(readlink "/proc/$TB_SLUICED_PID/exe")" = "$w/build/sluiced" ] ||
 		    { echo "ab: sluiced is not $w/build/sluiced" >&2; exit 1; }
-		for ((i = 0; i < PAIRS; i++)); do
-			# shellcheck disable=SC2119 # a.test, its default
-			bn_resolve_s >/dev/null 2>&1
-			if ((i % 2)); then
-				s=$(load S); b=$(load B1)
-			else
-				b=$(load B1); s=$(load S)
-			fi
-			echo "$v ${b:-0} ${s:-0}" >> "$TB_DIR/ab.txt"
-		done
+		bn_pairs "$v" "$PAIRS" "$MODE" "$CONC" "$SECS" "$TB_DIR/ab.txt"
 	done
 done
 tb_sluiced_stop >/dev/null 2>&1

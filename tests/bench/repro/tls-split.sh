@@ -63,11 +63,6 @@ variant_env() {
 	esac
 }
 
-# load CFG: one TLS load from CFG's client; prints its connections/s
-load() {
-	bn_rate "$1" tls "$CONC" "$SECS"
-}
-
 : > "$TB_DIR/split.txt"
 for ((r = 0; r < ROUNDS; r++)); do
 	for v in $VARIANTS; do
@@ -85,17 +80,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 		[ -z "$e" ] || want=$(printf '%s\n' "${envs[@]}" | sort | tr '\n' ' ')
 		[ "$got" = "$want" ] ||
 		    { echo "tls-split: sluiced has '$got', not '$want'" >&2; exit 1; }
-		for ((i = 0; i < PAIRS; i++)); do
-			# shellcheck disable=SC2119 # a.test, its default
-			bn_resolve_s >/dev/null 2>&1
-			# which goes first alternates, as in run.sh
-			if ((i % 2)); then
-				s=$(load S); b=$(load B1)
-			else
-				b=$(load B1); s=$(load S)
-			fi
-			echo "$v ${b:-0} ${s:-0}" >> "$TB_DIR/split.txt"
-		done
+		bn_pairs "$v" "$PAIRS" tls "$CONC" "$SECS" "$TB_DIR/split.txt"
 	done
 done
 tb_sluiced_stop >/dev/null 2>&1

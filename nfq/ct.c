@@ -774,14 +774,18 @@ nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
     void *arg)
 {
 	const struct nlmsghdr *nlh;
+	struct sockaddr_nl from;
+	socklen_t fromlen;
 	ssize_t n;
 	int len, i, count = 0;
 
 	/* bounded: refusals are rare, and a flood of them must not hold
 	 * the caller's loop */
 	for (i = 0; i < CT_RECV_BATCH; i++) {
-		n = recv(mnl_socket_get_fd(m->nl), m->rbuf, sizeof(m->rbuf),
-		    MSG_DONTWAIT);
+		fromlen = sizeof(from);
+		n = recvfrom(mnl_socket_get_fd(m->nl), m->rbuf,
+		    sizeof(m->rbuf), MSG_DONTWAIT, (struct sockaddr *)&from,
+		    &fromlen);
 		if (n == -1) {
 			if (errno == EINTR)
 				continue;
@@ -795,6 +799,11 @@ nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
 			}
 			return -1;
 		}
+		/* a refusal comes from the kernel (port id 0); another
+		 * process with CAP_NET_ADMIN could send to our port id */
+		if (fromlen != sizeof(from) || from.nl_family != AF_NETLINK ||
+		    from.nl_pid != 0)
+			continue;
 		len = (int)n;
 		for (nlh = (const struct nlmsghdr *)m->rbuf;
 		    mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {

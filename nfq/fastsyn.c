@@ -310,7 +310,8 @@ struct nfq_nflog {
 	nfq_packet_cb		 cb;
 	void			*cb_arg;
 	int			 handled;
-	bool			 dry;	/* the last read ended on EAGAIN */
+	bool			 dry;	/* the last read found the socket
+					 * empty */
 	struct nfq_nflog_stats	 stats;
 	struct mmsghdr		 msgs[NFLOG_RECV_VLEN];
 	struct iovec		 iov[NFLOG_RECV_VLEN];

@@ -638,7 +638,8 @@ typedef void (*nfq_ctmark_refusal_cb)(void *arg, const struct nfq_ct_end *e,
     int error);
 
 /* Reads refusals of posted changes without blocking (at most 64 datagrams
- * a call): cb for each. The number read, or -1 with errno. */
+ * a call): cb for each; what another process sends is skipped. The number
+ * read, or -1 with errno. */
 int nfq_ctmark_refusals(struct nfq_ctmark *m, nfq_ctmark_refusal_cb cb,
     void *arg);
 void nfq_ctmark_close(struct nfq_ctmark *m);	/* NULL-safe */

@@ -1308,6 +1308,37 @@ test_mark_post(void **state)
 	/* read once: nothing is left */
 	assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 0);
 	assert_int_equal(r.n, 1);
+	/* a refusal another process sends is no refusal */
+	{
+		alignas(struct nlmsghdr) char buf[256];
+		struct sockaddr_nl me, to;
+		socklen_t len = sizeof(me);
+		struct mnl_socket *nl;
+		struct nlmsghdr *nlh;
+		struct nlmsgerr *ne;
+		struct pollfd pfd;
+
+		assert_int_equal(getsockname(nfq_ctmark_fd(m),
+		    (struct sockaddr *)&me, &len), 0);
+		assert_non_null(nl = mnl_socket_open(NETLINK_NETFILTER));
+		assert_int_equal(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
+		nlh = mnl_nlmsg_put_header(buf);
+		nlh->nlmsg_type = NLMSG_ERROR;
+		ne = mnl_nlmsg_put_extra_header(nlh, sizeof(*ne));
+		ne->error = -EPERM;
+		memset(&to, 0, sizeof(to));
+		to.nl_family = AF_NETLINK;
+		to.nl_pid = me.nl_pid;
+		assert_int_equal(sendto(mnl_socket_get_fd(nl), nlh,
+		    nlh->nlmsg_len, 0, (struct sockaddr *)&to, sizeof(to)),
+		    (ssize_t)nlh->nlmsg_len);
+		pfd.fd = nfq_ctmark_fd(m);
+		pfd.events = POLLIN;
+		assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+		assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 0);
+		assert_int_equal(r.n, 1);
+		mnl_socket_close(nl);
+	}
 	/* the refused change moved nothing */
 	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,
 	    &e), 1);

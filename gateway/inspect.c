@@ -142,20 +142,6 @@ key_eq(const struct nfq_flow_key *a, const struct nfq_flow_key *b)
 	    a->dport == b->dport && a->proto == b->proto;
 }
 
-/* The flow a packet belongs to: the ingress interface and the 5-tuple. */
-static void
-flow_key(const struct nfq_packet *pkt, const struct nfq_tuple *t,
-    struct nfq_flow_key *key)
-{
-	memset(key, 0, sizeof(*key));
-	key->ifindex = pkt->indev;
-	key->saddr = t->saddr;
-	key->daddr = t->daddr;
-	key->sport = t->sport;
-	key->dport = t->dport;
-	key->proto = t->proto;
-}
-
 /* The key of the hold of the connection saddr:sport -> daddr:dport (the
  * client's way) on sandbox interface ifindex. */
 static void
@@ -169,6 +155,15 @@ hold_key(struct nfq_flow_key *key, uint32_t ifindex, uint8_t proto,
 	key->sport = sport;
 	key->dport = dport;
 	key->proto = proto;
+}
+
+/* The flow a packet belongs to: the ingress interface and the 5-tuple. */
+static void
+flow_key(const struct nfq_packet *pkt, const struct nfq_tuple *t,
+    struct nfq_flow_key *key)
+{
+	hold_key(key, pkt->indev, t->proto, t->saddr, t->sport, t->daddr,
+	    t->dport);
 }
 
 static struct hold *

@@ -299,6 +299,7 @@ nfq_class_result_keyed(struct nfq_classifier *c, struct nfq_class_flow *f,
 	struct class_slot *sl;
 	uint64_t h1, h2;
 	const char *r;
+	bool check = false;
 
 	if (!f->deferred || c->cache == NULL)
 		return nfq_class_result(c, f, buf, len);
@@ -307,32 +308,28 @@ nfq_class_result_keyed(struct nfq_classifier *c, struct nfq_class_flow *f,
 	if ((h1 | h2) == 0)
 		h2 = 1;		/* 0, 0 is an empty slot */
 	sl = &c->cache[h1 & (CLASS_CACHE_SLOTS - 1)];
-	if (sl->h1 == h1 && sl->h2 == h2 && --c->until_check == 0) {
-		/* the check: nDPI names it from the packets kept, and
-		 * whatever it says is the answer and the slot's from now */
-		c->hits++;
-		c->checks++;
-		c->until_check = CLASS_CACHE_CHECK;
-		if ((r = nfq_class_result(c, f, buf, len)) != NULL &&
-		    strlen(r) < sizeof(sl->name) && strlen(r) + 1 <= len &&
-		    strcmp(r, sl->name) != 0) {
-			c->mismatches++;
-			memcpy(sl->name, r, strlen(r) + 1);
-		}
-		return r;
-	}
 	if (sl->h1 == h1 && sl->h2 == h2) {
 		c->hits++;
-		drop_held(f);
-		f->deferred = false;
-		f->decided = true;
-		f->cached = true;
-		copy_name(f->name, sizeof(f->name), sl->name);
-		return nfq_class_result(c, f, buf, len);
-	}
-	c->misses++;
+		if (--c->until_check > 0) {
+			drop_held(f);
+			f->deferred = false;
+			f->decided = true;
+			f->cached = true;
+			copy_name(f->name, sizeof(f->name), sl->name);
+			return nfq_class_result(c, f, buf, len);
+		}
+		/* the check: named by nDPI, as a miss is */
+		c->until_check = CLASS_CACHE_CHECK;
+		c->checks++;
+		check = true;
+	} else
+		c->misses++;
+	/* nDPI names it from the packets kept, and what it says is the
+	 * slot's from now (a check's that differs counted) */
 	if ((r = nfq_class_result(c, f, buf, len)) != NULL &&
 	    strlen(r) < sizeof(sl->name) && strlen(r) + 1 <= len) {
+		if (check && strcmp(r, sl->name) != 0)
+			c->mismatches++;
 		sl->h1 = h1;
 		sl->h2 = h2;
 		memcpy(sl->name, r, strlen(r) + 1);

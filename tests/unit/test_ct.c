@@ -1103,6 +1103,31 @@ test_overrun_counted(void **state)
 	close(fd);
 }
 
+/* Sends nlh from a netlink socket of this process (not the kernel) to
+ * the port id of netlink socket fd, and waits until fd has it. */
+static void
+forge_to(int fd, const struct nlmsghdr *nlh)
+{
+	struct mnl_socket *nl;
+	struct sockaddr_nl me, to;
+	socklen_t len = sizeof(me);
+	struct pollfd pfd;
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &len), 0);
+	nl = mnl_socket_open(NETLINK_NETFILTER);
+	assert_non_null(nl);
+	assert_int_equal(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
+	memset(&to, 0, sizeof(to));
+	to.nl_family = AF_NETLINK;
+	to.nl_pid = me.nl_pid;
+	assert_int_equal(sendto(mnl_socket_get_fd(nl), nlh, nlh->nlmsg_len, 0,
+	    (struct sockaddr *)&to, sizeof(to)), (ssize_t)nlh->nlmsg_len);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+	mnl_socket_close(nl);
+}
+
 /* A well-formed event sent by a process, not the kernel: skipped, counted. */
 static void
 test_forged_sender(void **state)
@@ -1110,32 +1135,13 @@ test_forged_sender(void **state)
 	alignas(struct nlmsghdr) char buf[1024];
 	struct nfq_ct *ct;
 	struct events ev = { 0 };
-	struct mnl_socket *nl;
-	struct sockaddr_nl me, to;
-	socklen_t len = sizeof(me);
-	struct nlmsghdr *nlh;
-	struct pollfd pfd;
 
 	NEED_ENV(state);
 	ct = *state;
-	assert_int_equal(getsockname(nfq_ct_fd(ct), (struct sockaddr *)&me,
-	    &len), 0);
-	nl = mnl_socket_open(NETLINK_NETFILTER);
-	assert_non_null(nl);
-	assert_int_equal(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
-	nlh = build(buf, &tcp_spec);
-	memset(&to, 0, sizeof(to));
-	to.nl_family = AF_NETLINK;
-	to.nl_pid = me.nl_pid;
-	assert_int_equal(sendto(mnl_socket_get_fd(nl), nlh, nlh->nlmsg_len, 0,
-	    (struct sockaddr *)&to, sizeof(to)), (ssize_t)nlh->nlmsg_len);
-	pfd.fd = nfq_ct_fd(ct);
-	pfd.events = POLLIN;
-	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+	forge_to(nfq_ct_fd(ct), build(buf, &tcp_spec));
 	assert_int_equal(nfq_ct_recv(ct, collect_cb, &ev), 0);
 	assert_int_equal(ev.n, 0);
 	assert_int_equal(nfq_ct_damaged(ct), 1);
-	mnl_socket_close(nl);
 }
 
 /*
@@ -1311,33 +1317,16 @@ test_mark_post(void **state)
 	/* a refusal another process sends is no refusal */
 	{
 		alignas(struct nlmsghdr) char buf[256];
-		struct sockaddr_nl me, to;
-		socklen_t len = sizeof(me);
-		struct mnl_socket *nl;
 		struct nlmsghdr *nlh;
 		struct nlmsgerr *ne;
-		struct pollfd pfd;
 
-		assert_int_equal(getsockname(nfq_ctmark_fd(m),
-		    (struct sockaddr *)&me, &len), 0);
-		assert_non_null(nl = mnl_socket_open(NETLINK_NETFILTER));
-		assert_int_equal(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
 		nlh = mnl_nlmsg_put_header(buf);
 		nlh->nlmsg_type = NLMSG_ERROR;
 		ne = mnl_nlmsg_put_extra_header(nlh, sizeof(*ne));
 		ne->error = -EPERM;
-		memset(&to, 0, sizeof(to));
-		to.nl_family = AF_NETLINK;
-		to.nl_pid = me.nl_pid;
-		assert_int_equal(sendto(mnl_socket_get_fd(nl), nlh,
-		    nlh->nlmsg_len, 0, (struct sockaddr *)&to, sizeof(to)),
-		    (ssize_t)nlh->nlmsg_len);
-		pfd.fd = nfq_ctmark_fd(m);
-		pfd.events = POLLIN;
-		assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+		forge_to(nfq_ctmark_fd(m), nlh);
 		assert_int_equal(nfq_ctmark_refusals(m, on_refusal, &r), 0);
 		assert_int_equal(r.n, 1);
-		mnl_socket_close(nl);
 	}
 	/* the refused change moved nothing */
 	assert_int_equal(nfq_ct_get(ct, IPPROTO_TCP, lo, p.cport, lo, p.sport,

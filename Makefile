@@ -14,7 +14,8 @@ WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
            -Wformat=2 -Wno-format-nonliteral -Werror
 CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(CPPFLAGS)
-PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto libndpi libpcap
+PKGS    := libnetfilter_queue libmnl sqlite3 jansson libcrypto libndpi libpcap \
+           libbpf
 LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 B       := build
 # the builds `make test` makes, on every CPU (the scenarios stay one at a time)
@@ -30,7 +31,7 @@ endif
 # programs and the unit tests link against.
 MAINS   := gateway/sluiced.c gateway/sluice.c gateway/cni.c
 LIBSRC  := $(filter-out $(MAINS),$(wildcard gateway/*.c nfq/*.c dns/*.c store/*.c))
-LIBOBJ  := $(LIBSRC:%.c=$(B)/%.o)
+LIBOBJ  := $(LIBSRC:%.c=$(B)/%.o) $(B)/nfq/ksni_obj.o
 UNITSRC := $(wildcard tests/unit/test_*.c)
 UNITBIN := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
 
@@ -42,6 +43,24 @@ $(B)/%.o: %.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The eBPF program (nfq/bpf/, out of the gcc wildcard above) is built by
+# clang for the BPF target, whatever CC and CFLAGS say (a sanitizer has no
+# place there), and embedded in the library by ksni_obj.S's .incbin.
+BPF_CC     ?= clang
+BPF_CFLAGS ?= -O2 -g
+BPF_ALL_CFLAGS = -target bpf -mcpu=v3 $(BPF_CFLAGS) -Wall -Werror -I. \
+           -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) -MMD -MP
+
+$(B)/nfq/bpf/%.bpf.o: nfq/bpf/%.bpf.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  BPF     $<")
+	$(Q)$(BPF_CC) $(BPF_ALL_CFLAGS) -c -o $@ $<
+
+$(B)/nfq/ksni_obj.o: nfq/ksni_obj.S $(B)/nfq/bpf/ksni.bpf.o
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) $(CPPFLAGS) -DKSNI_OBJ='"$(B)/nfq/bpf/ksni.bpf.o"' -c -o $@ $<
 
 $(B)/libsluice.a: $(LIBOBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -268,4 +287,4 @@ clean:
 .PHONY: all deps unit scenarios adversarial test demo asan tsan fuzz bench soak install \
 	uninstall clean
 
--include $(LIBOBJ:.o=.d) $(B)/gateway/sluiced.d $(B)/gateway/sluice.d $(B)/gateway/cni.d
+-include $(LIBOBJ:.o=.d) $(B)/nfq/bpf/ksni.bpf.d $(B)/gateway/sluiced.d $(B)/gateway/sluice.d $(B)/gateway/cni.d

@@ -3,13 +3,14 @@
 # Idempotent: asks apt only for what is missing.
 set -eu
 
-PKGS="build-essential pkg-config
+# clang also builds the eBPF program (nfq/bpf/), which libbpf-dev loads
+PKGS="build-essential pkg-config clang libbpf-dev
 libnetfilter-queue-dev libmnl-dev libsqlite3-dev libjansson-dev libssl-dev libcmocka-dev
 libndpi-dev libpcap-dev
 iptables nftables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
 bind9-dnsutils iputils-ping
-clang libclang-rt-14-dev
+libclang-rt-14-dev
 iperf3 wrk dnsperf tinyproxy squid
 systemd man-db"
 

@@ -296,10 +296,12 @@ nfq_fastsyn_close(struct nfq_fastsyn *fs)
 
 /* Datagrams one recvmmsg takes; fewer means the socket was empty, and the
  * batch ends without another read to find so (as the queue's). A copy is
- * one message of some 300 bytes (128 bytes of packet, qthreshold 1): a
- * datagram larger than NFLOG_DGRAM_SIZE is damaged and skipped. */
+ * one message (qthreshold 1) of some 300 bytes (128 bytes of packet), or
+ * of a whole first flight let through in the kernel (--kernel-sni: the
+ * ruleset copies only packets that fit): a datagram larger than
+ * NFLOG_DGRAM_SIZE is damaged and skipped. */
 #define NFLOG_RECV_VLEN		8
-#define NFLOG_DGRAM_SIZE	8192
+#define NFLOG_DGRAM_SIZE	NFQ_NFLOG_DGRAM_MAX
 #define NFLOG_RCVBUF		(4 * 1024 * 1024)
 
 struct nfq_nflog {
@@ -337,7 +339,7 @@ nflog_config(struct nfq_nflog *l, uint16_t group, const void *attr,
 }
 
 struct nfq_nflog *
-nfq_nflog_open(uint16_t group, char *err, size_t errlen)
+nfq_nflog_open(uint16_t group, uint32_t range, char *err, size_t errlen)
 {
 	struct nfq_nflog *l;
 	struct nfulnl_msg_config_cmd cmd;
@@ -368,11 +370,12 @@ nfq_nflog_open(uint16_t group, char *err, size_t errlen)
 		    strerror(errno));
 		goto fail;
 	}
-	/* the headers are enough: a SYN the set lets through has no
-	 * payload, and a server's packet is read for its ACK */
+	/* the headers are enough for a SYN the set lets through (no
+	 * payload) and for a server's packet (read for its ACK); a first
+	 * flight the kernel let through (--kernel-sni) is read whole */
 	memset(&mode, 0, sizeof(mode));
 	mode.copy_mode = NFULNL_COPY_PACKET;
-	mode.copy_range = htonl(128);
+	mode.copy_range = htonl(range);
 	if (nflog_config(l, group, &mode, NFULA_CFG_MODE, sizeof(mode)) == -1 ||
 	    nflog_config(l, group, &thresh, NFULA_CFG_QTHRESH,
 	    sizeof(thresh)) == -1) {

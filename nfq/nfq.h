@@ -745,11 +745,16 @@ struct nfq_nflog_stats {
 };
 
 /*
- * Binds NFLOG group in the caller's network namespace, copying 128 bytes
- * of each packet (the headers), each sent at once (threshold 1). NULL with
- * a message in err.
+ * Binds NFLOG group in the caller's network namespace, copying up to range
+ * bytes of each packet (NFQ_NFLOG_HEADERS: the headers; a rule's
+ * --nflog-size can only copy less), each sent at once (threshold 1). A
+ * copy whose message exceeds NFQ_NFLOG_DGRAM_MAX is counted bad and
+ * skipped. NULL with a message in err.
  */
-struct nfq_nflog *nfq_nflog_open(uint16_t group, char *err, size_t errlen);
+#define NFQ_NFLOG_HEADERS	128
+#define NFQ_NFLOG_DGRAM_MAX	8192
+struct nfq_nflog *nfq_nflog_open(uint16_t group, uint32_t range, char *err,
+    size_t errlen);
 int nfq_nflog_fd(const struct nfq_nflog *l);
 
 /*
@@ -763,5 +768,69 @@ int nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg);
 bool nfq_nflog_drained(const struct nfq_nflog *l);
 void nfq_nflog_stats(const struct nfq_nflog *l, struct nfq_nflog_stats *st);
 void nfq_nflog_close(struct nfq_nflog *l);	/* NULL-safe */
+
+/* ---- first flights checked in the kernel (ksni.c) ------------------------ */
+
+/*
+ * An eBPF program for iptables' `-m bpf --object-pinned PATH` that
+ * approves (returns 1 for) a TCP segment only when it is one whole TLS
+ * record holding one whole, plain ClientHello (no ECH, no TCP option but
+ * NOP, EOL and timestamps) whose (ingress interface, destination,
+ * port, server_name as sent) was learned with nfq_ksni_add, under the
+ * current generation, before it expires. Anything else it leaves to the
+ * queue (0). The table holds max_entries keys; at the bound an add
+ * pushes out the least recently used (that key's flights are queued
+ * again).
+ */
+#define NFQ_KSNI_NAME_MAX	255
+
+struct nfq_ksni;
+
+struct nfq_ksni_stats {
+	uint64_t	adds;		/* entries written */
+	uint64_t	add_errors;	/* writes the kernel refused (map full...) */
+	uint64_t	clears;		/* generation bumps */
+	uint64_t	seen;		/* from the program's per-CPU counters, summed: */
+	uint64_t	approved;	/*   segments it returned 1 for */
+	uint64_t	unparsed;	/*   not the plain one-segment ClientHello */
+	uint64_t	unknown;	/*   parsed, but no live entry for its key */
+};
+
+/*
+ * Loads the program (embedded in the library) with a name table of
+ * max_entries, mounts a bpffs on the pin path's directory if none is
+ * there (mkdir -p; only on an empty directory), removes a stale pin
+ * (whose generation, if it is an earlier ksni program, is set to 0 first)
+ * and pins the program at pin_path, an absolute path. Needs CAP_BPF and
+ * CAP_SYS_ADMIN (the mount). NULL with a message in err on failure.
+ */
+struct nfq_ksni *nfq_ksni_open(const char *pin_path, uint32_t max_entries,
+    char *err, size_t errlen);
+/* pin_path as given; valid until nfq_ksni_close. */
+const char *nfq_ksni_path(const struct nfq_ksni *k);
+int nfq_ksni_prog_fd(const struct nfq_ksni *k);	/* for tests */
+
+/*
+ * Learns (ifindex, daddr, dport, name): the program approves such a
+ * segment for ttl_ms from now (CLOCK_MONOTONIC, which is
+ * bpf_ktime_get_ns's clock), under the current generation; an entry for
+ * the same key is replaced. daddr in network order, dport in host order,
+ * name: len bytes exactly as the client sent them (1..255, no NUL, else
+ * EINVAL). 0, or -1 with errno.
+ */
+int nfq_ksni_add(struct nfq_ksni *k, uint32_t ifindex, uint32_t daddr,
+    uint16_t dport, const char *name, size_t len, uint64_t ttl_ms);
+
+/* Every entry stops matching at once (a new generation); the old entries
+ * are left to be overwritten or pushed out. 0, or -1 with errno (the old
+ * generation then stays, for the kernel and for later adds). */
+int nfq_ksni_clear(struct nfq_ksni *k);
+
+void nfq_ksni_stats(const struct nfq_ksni *k, struct nfq_ksni_stats *st);
+
+/* Generation 0 (= approve nothing, even while an iptables rule still
+ * holds the program), unpins (if the pin is still this program), frees.
+ * A bpffs mounted by open stays. NULL-safe. */
+void nfq_ksni_close(struct nfq_ksni *k);
 
 #endif

@@ -19,7 +19,7 @@ enum {
 	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
-	OPT_KERNEL_SYN, OPT_HTTP_IDLE,
+	OPT_KERNEL_SYN, OPT_HTTP_IDLE, OPT_KERNEL_SNI,
 };
 
 static const struct option long_opts[] = {
@@ -49,6 +49,7 @@ static const struct option long_opts[] = {
 	{ "limit-dns-burst",	required_argument, NULL, OPT_LIMIT_DNS_BURST },
 	{ "limit-holds",	required_argument, NULL, OPT_LIMIT_HOLDS },
 	{ "kernel-syn",		required_argument, NULL, OPT_KERNEL_SYN },
+	{ "kernel-sni",		required_argument, NULL, OPT_KERNEL_SNI },
 	{ "http-idle",		required_argument, NULL, OPT_HTTP_IDLE },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
@@ -67,6 +68,7 @@ static const char usage_text[] =
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"
 "               [--limit-dns-burst N] [--limit-holds N] [--kernel-syn on|off]\n"
+"               [--kernel-sni on|off]\n"
 "               [--http-idle S] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
@@ -109,6 +111,11 @@ static const char usage_text[] =
 "                     \"inspect\" through the queue, accept the next SYNs with\n"
 "                     the same sandbox, destination and port in the kernel\n"
 "                     while the binding lasts, copied to sluiced (default off)\n"
+"  --kernel-sni on|off  once a ClientHello has been allowed through the queue,\n"
+"                     let the kernel pass the next ones that fit in one\n"
+"                     segment with the same sandbox, destination, port and\n"
+"                     server name while the binding lasts, copied to sluiced,\n"
+"                     which decides each again (default off)\n"
 "  --http-idle S      an HTTP connection (every request read) with no packet\n"
 "                     either way for S seconds is forgotten; its next request\n"
 "                     is refused (default 120)\n"
@@ -212,15 +219,16 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 		}
 		break;
 	case OPT_KERNEL_SYN:
-		if (strcmp(val, "on") == 0)
-			cfg->kernel_syn = true;
-		else if (strcmp(val, "off") == 0)
-			cfg->kernel_syn = false;
-		else {
+	case OPT_KERNEL_SNI:
+		if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
 			fprintf(stderr, "sluiced: %s: \"%s\" is not on or off\n",
 			    name, val);
 			return -1;
 		}
+		if (opt == OPT_KERNEL_SYN)
+			cfg->kernel_syn = strcmp(val, "on") == 0;
+		else
+			cfg->kernel_sni = strcmp(val, "on") == 0;
 		break;
 	case OPT_QUEUE_MAXLEN:
 		if (parse_uint(name, val, 1u << 20, &cfg->queue_maxlen) == -1)
@@ -293,7 +301,8 @@ load_config_file(struct gw_config *cfg, const char *path)
 				goto bad;
 			continue;
 		}
-		if (json_is_boolean(v) && o->val == OPT_KERNEL_SYN) {
+		if (json_is_boolean(v) && (o->val == OPT_KERNEL_SYN ||
+		    o->val == OPT_KERNEL_SNI)) {
 			if (set_opt(cfg, o->val, json_is_true(v) ? "on" : "off",
 			    key) == -1)
 				goto bad;
@@ -346,6 +355,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->limit_dns_rate = GW_LIMIT_DNS_RATE;
 	cfg->limit_holds = GW_HOLD_PER_SANDBOX;
 	cfg->kernel_syn = false;
+	cfg->kernel_sni = false;
 	cfg->http_idle = GW_HOLD_IDLE_MS / 1000;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;

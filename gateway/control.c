@@ -283,6 +283,28 @@ handle(struct gw *gw, json_t *req)
 			json_object_set_new(q, "app_cache_mismatches",
 			    json_integer((json_int_t)mismatches));
 		}
+		/* first flights let out in the kernel (--kernel-sni) */
+		if (o != NULL) {
+			struct nfq_ksni_stats ks;
+
+			memset(&ks, 0, sizeof(ks));
+			if (gw->ksni != NULL)
+				nfq_ksni_stats(gw->ksni, &ks);
+			json_object_set_new(o, "kernel_sni", json_pack(
+			    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			    "s:I, s:I}",
+			    "enabled", gw->ksni != NULL && gw->ksni_rules,
+			    "seen", (json_int_t)ks.seen,
+			    "approved", (json_int_t)ks.approved,
+			    "unparsed", (json_int_t)ks.unparsed,
+			    "unknown", (json_int_t)ks.unknown,
+			    "copies", (json_int_t)gw->ksni_copies,
+			    "overruled", (json_int_t)gw->ksni_overruled,
+			    "unread", (json_int_t)gw->ksni_unread,
+			    "learned", (json_int_t)ks.adds,
+			    "learn_errors", (json_int_t)ks.add_errors,
+			    "clears", (json_int_t)ks.clears));
+		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

@@ -95,6 +95,15 @@ gw_now_ms(void)
 #define GW_VERIFY_GROUP		8
 /* An element lives as long as the binding that admitted it, at most: */
 #define GW_FASTSYN_MAX_MS	600000
+/* First flights the kernel lets through (--kernel-sni, nfq/ksni.c): the
+ * directory its program is pinned in (a bpffs, mounted there if need be;
+ * the file is named after the gateway namespace), its table's bound, and
+ * the largest packet the ruleset gives it, so that its whole copy fits
+ * one NFLOG message. The copies go to GW_FASTSYN_GROUP, behind their
+ * SYN's when the kernel-SYN set let that through. */
+#define GW_KSNI_DIR		"/run/sluice/bpf"
+#define GW_KSNI_ENTRIES		65536
+#define GW_KSNI_PKT_MAX		7680
 
 /* DNS bindings: bounds, and what happens at them (dns/dns.h): a full
  * table refuses new bindings, and their addresses are left out of the
@@ -176,6 +185,7 @@ struct gw_config {
 	unsigned	 limit_dns_rate;	/* per sandbox; 0: unlimited */
 	unsigned	 limit_dns_burst;
 	bool		 kernel_syn;		/* --kernel-syn (fastsyn.c) */
+	bool		 kernel_sni;		/* --kernel-sni (nfq/ksni.c) */
 	unsigned	 limit_holds;		/* per sandbox; 0: no bound */
 	unsigned	 http_idle;		/* s: --http-idle */
 	bool		 foreground;
@@ -266,6 +276,15 @@ struct gw {
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
 	uint64_t		 nflog_lost_seen;	/* overruns last read */
 	uint64_t		 nflog_lost_ms;	/* when they last grew (0: never) */
+	/* --kernel-sni: the program (NULL: every first flight is queued),
+	 * whether the ruleset passes first flights by it, and what became
+	 * of those it passed (inspect.c) */
+	struct nfq_ksni		*ksni;
+	bool			 ksni_rules;
+	uint64_t		 ksni_copies;	/* read and decided again */
+	uint64_t		 ksni_overruled;	/* ... otherwise: reset */
+	uint64_t		 ksni_unread;	/* ... not read: the server
+						 * dropped it too (PAWS) */
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */
@@ -444,6 +463,15 @@ bool gw_ct_read(struct gw *gw, bool all);
 int gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
 void gw_fastsyn_open(struct gw *gw);
+/* --kernel-sni: the program loaded and pinned before the ruleset names it
+ * (a warning, and every first flight queued, when it cannot be); its
+ * table is emptied with the kernel-SYN set (gw_fastsyn_forget), and
+ * whenever a first flight it passed is decided otherwise. */
+void gw_ksni_open(struct gw *gw);
+void gw_ksni_learn(struct gw *gw, uint32_t ifindex, uint32_t daddr,
+    uint16_t dport, const char *sni, const struct gw_decision *d,
+    uint64_t now);
+void gw_ksni_clear(struct gw *gw);
 void gw_fastsyn_read(struct gw *gw);
 bool gw_fastsyn_drain(struct gw *gw);
 void gw_fastsyn_forget(struct gw *gw);
@@ -457,6 +485,9 @@ void gw_inspect_free(struct gw *gw);
 int gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
     const struct nfq_packet *pkt, const struct nfq_tuple *t,
     const struct gw_decision *d, int kind, uint64_t now);
+/* A copy of a first flight the kernel let out (--kernel-sni). */
+void gw_inspect_approved(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now);
 void gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
 /* The hold on a SYN's 5-tuple: 1 it is that SYN's (the same sequence

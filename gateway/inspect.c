@@ -54,6 +54,9 @@ struct hold {
 						 * its stream starts at the
 						 * SYN's ISN only once the
 						 * server's SYN-ACK says so */
+	bool			 kernel;	/* TLS: its hello was let out by
+						 * the kernel (--kernel-sni) and
+						 * read from its copy */
 	bool			 verifying;	/* TLS: the hello went out, and
 						 * the server has not yet
 						 * acknowledged all of it */
@@ -252,6 +255,8 @@ classify(struct gw *gw, struct hold *h, const struct nfq_packet *pkt,
 	if (h->cls != NULL)
 		nfq_class_feed(gw->classifier, h->cls, pkt->payload, pkt->len, now);
 }
+
+static bool conn_mark(struct gw *, const struct hold *, uint32_t);
 
 /* ---- decisions ------------------------------------------------------- */
 
@@ -594,6 +599,41 @@ refuse_stale(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 
 /* ---- TLS ----------------------------------------------------------- */
 
+/*
+ * A first flight the kernel let out (--kernel-sni) that sluiced decides
+ * otherwise, or cannot read as the one the program approved: the server
+ * has its bytes. The connection takes the deny mark over ctnetlink, so
+ * that neither side's next packet passes (the client's is reset by the
+ * ruleset), and its server is reset; the row says why. The program's
+ * table is emptied: what else it learned may be as wrong, and nothing
+ * passes by it until sluiced has allowed again through the queue.
+ */
+static void
+overrule(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    enum gw_reason reason, const struct nfq_tls_hello *hello)
+{
+	gw->ksni_overruled++;
+	log_warnx("%s: a first flight to port %u the kernel let out is "
+	    "%s here: connection reset", sb->name, h->key.dport,
+	    gw_reason_name(reason));
+	if (gw->ctmark != NULL)
+		(void)conn_mark(gw, h, sb->policy->mode == POLICY_AUDIT ?
+		    GW_MARK_ALLOW : GW_MARK_DENY);
+	deny_hold(gw, sb, h, reason, hello, NULL);
+	gw_ksni_clear(gw);
+}
+
+/* A TLS flight refused: as a denial, or as an overruling of the kernel. */
+static void
+refuse(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    enum gw_reason reason, const struct nfq_tls_hello *hello)
+{
+	if (h->kernel)
+		overrule(gw, sb, h, reason, hello);
+	else
+		deny_hold(gw, sb, h, reason, hello, NULL);
+}
+
 static void
 tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 {
@@ -604,13 +644,16 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	st = nfq_tls_parse_hello(h->reasm->data, h->reasm->contiguous, &hello);
 	switch (st) {
 	case NFQ_TLS_NEED_MORE:
+		/* the kernel approves only a whole ClientHello */
+		if (h->kernel)
+			refuse(gw, sb, h, GW_R_MALFORMED_TLS, NULL);
 		return;
 	case NFQ_TLS_NOT_TLS:
-		deny_hold(gw, sb, h, GW_R_NOT_TLS, NULL, NULL);
+		refuse(gw, sb, h, GW_R_NOT_TLS, NULL);
 		return;
 	case NFQ_TLS_MALFORMED:
 		log_debug("%s: malformed ClientHello: %s", sb->name, hello.error);
-		deny_hold(gw, sb, h, GW_R_MALFORMED_TLS, &hello, NULL);
+		refuse(gw, sb, h, GW_R_MALFORMED_TLS, &hello);
 		return;
 	case NFQ_TLS_OK:
 		break;
@@ -626,22 +669,32 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 		}
 	}
 	if (d.verdict != GW_ALLOW) {
-		deny_hold(gw, sb, h, d.reason, &hello, NULL);
+		refuse(gw, sb, h, d.reason, &hello);
 		return;
 	}
 	/* decided: the rest of the connection stays in the kernel — unless
 	 * it cannot be logged, in which case it does not pass at all */
 	if (log_hold(gw, sb, h, &d, &hello, NULL) == -1) {
+		if (h->kernel) {
+			gw->ksni_overruled++;
+			if (gw->ctmark != NULL)
+				(void)conn_mark(gw, h, GW_MARK_DENY);
+			gw_ksni_clear(gw);
+		}
 		reject(gw, h);
 		hold_free(gw, h);
 		return;
 	}
-	/* out it goes, and the connection is let go once the server has
-	 * acknowledged it (verify_reply) */
+	/* out it goes (or went, through the kernel), and the connection is
+	 * let go once the server has acknowledged it (verify_reply); the
+	 * next hello like it may pass in the kernel */
 	h->sent_end = h->reasm->base + (uint32_t)h->reasm->high;
 	h->verifying = true;
 	release(gw, h, GW_MARK_VERIFY);
 	h->deadline = now + GW_VERIFY_MS;
+	if (!h->kernel)
+		gw_ksni_learn(gw, h->key.ifindex, h->t.daddr, h->t.dport,
+		    hello.sni, &d, now);
 }
 
 /*
@@ -1287,6 +1340,16 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	    t->sport);
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
+	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
+	    !h->verifying && !h->stale) {
+		/* under the verify mark with nothing out to prove: the
+		 * kernel let the hello out, and its copy, made before it
+		 * went on, may be waiting unread. Read it first, or this
+		 * packet would set the mark back to inspect and the proof
+		 * would never be copied */
+		(void)gw_fastsyn_drain(gw);
+		h = hold_find(gw->holds, &key);
+	}
 	if (h == NULL) {
 		if (pkt->copy)
 			return;
@@ -1378,8 +1441,8 @@ gw_verify_open(struct gw *gw, char *err, size_t errlen)
 {
 	if (!gw->verify_copies)
 		return 0;
-	if ((gw->vlog = nfq_nflog_open(GW_VERIFY_GROUP, err, errlen)) ==
-	    NULL)
+	if ((gw->vlog = nfq_nflog_open(GW_VERIFY_GROUP, NFQ_NFLOG_HEADERS,
+	    err, errlen)) == NULL)
 		return -1;
 	if ((gw->ctmark = nfq_ctmark_open(err, errlen)) == NULL) {
 		nfq_nflog_close(gw->vlog);
@@ -1447,6 +1510,15 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * client's packet then meets the state the proof left,
 		 * which may have freed the hold */
 		gw_verify_drain(gw);
+		h = hold_find(gw->holds, &key);
+	}
+	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
+	    !h->verifying && !pkt->copy) {
+		/* the kernel may have let a hello of this connection out,
+		 * copied before it went on: read it before what follows
+		 * it, or this packet's bytes would be taken for the
+		 * flight's first */
+		(void)gw_fastsyn_drain(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h != NULL && h->stale && sb != NULL) {
@@ -1596,6 +1668,80 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		else
 			hold_free(gw, h);
 	}
+}
+
+/*
+ * A copy of a first flight the kernel let out (--kernel-sni): one segment
+ * holding a whole ClientHello whose (sandbox, destination, port, name) was
+ * allowed through the queue before, while that binding lives. It is read
+ * and decided as if it had been queued, with every check take() makes, and
+ * logged; allowed, the connection waits for the server's proof as any
+ * other (the ruleset gave it the verify mark). What sluiced would not have
+ * let out is overruled: the connection is reset (overrule). The copy was
+ * in the socket before the segment went on, so nothing of the server's
+ * answer or the client's next bytes is read before it (the drains in
+ * verify_reply and gw_inspect_packet).
+ */
+void
+gw_inspect_approved(struct gw *gw, const struct nfq_packet *pkt,
+    const struct nfq_tuple *t, uint64_t now)
+{
+	struct gw_sandbox *sb = gw_sandbox_by_ifindex(gw, pkt->indev);
+	struct nfq_flow_key key;
+	struct nfq_tcp_opts o;
+	struct hold *h;
+
+	gw->ksni_copies++;
+	flow_key(pkt, t, &key);
+	h = hold_find(gw->holds, &key);
+	if (h == NULL || sb == NULL) {
+		struct gw_decision d = { GW_DENY, GW_R_NO_INSPECTION_STATE,
+		    NULL, NULL, "", 0 };
+
+		/* no SYN seen (its copy lost, a restart in between): the
+		 * connection is ended as one refused for want of state */
+		gw->ksni_overruled++;
+		log_warnx("a first flight to port %u the kernel let out has no "
+		    "inspection state: connection reset", t->dport);
+		if (gw->ctmark != NULL)
+			(void)nfq_ctmark_post(gw->ctmark, IPPROTO_TCP,
+			    t->saddr, t->sport, t->daddr, t->dport,
+			    GW_MARK_DENY, GW_MARK_MASK);
+		(void)gw_log_flow(gw, sb, t, &d, NULL);
+		reset_stateless(gw, sb, &key, t);
+		gw_ksni_clear(gw);
+		return;
+	}
+	nfq_tcp_options(t->tcp_opts, t->tcp_optlen, &o);
+	if (t->l4_len > 0 && h->ts_on &&
+	    (!o.has_ts || (int32_t)(o.tsval - h->ts_max) < 0)) {
+		/* PAWS drops it at the server, as take() does here: it is
+		 * not in the stream, and the client sends it again (queued:
+		 * the connection has the verify mark now) */
+		gw->ksni_unread++;
+		return;
+	}
+	h->last_ms = now;
+	/* only the flight's first bytes, at the stream's start, in one
+	 * plain segment: anything else the server may read otherwise */
+	if (h->kind != HOLD_TLS || h->stale || h->verifying || h->data ||
+	    h->nids > 0 || t->tcp_seq != h->reasm->base ||
+	    (t->tcp_flags & TH_URG) || o.signature || o.malformed ||
+	    t->ip_hlen > 20) {
+		overrule(gw, sb, h, GW_R_MALFORMED_TLS, NULL);
+		return;
+	}
+	if (o.has_ts && (int32_t)(o.tsval - h->ts_max) > 0)
+		h->ts_max = o.tsval;
+	h->kernel = true;
+	h->data = true;
+	if (nfq_reasm_add(h->reasm, t->tcp_seq, t->l4_payload, t->l4_len) !=
+	    NFQ_REASM_OK) {
+		overrule(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL);
+		return;
+	}
+	classify(gw, h, pkt, now);
+	tls_step(gw, sb, h, now);
 }
 
 /*

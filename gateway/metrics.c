@@ -287,6 +287,16 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 		st->kernel_syn_learned = fs.adds;
 		st->kernel_syn_learn_errors = fs.add_errors;
 	}
+	st->kernel_sni = gw->ksni != NULL && gw->ksni_rules;
+	st->kernel_sni_overruled = gw->ksni_overruled;
+	if (gw->ksni != NULL) {
+		struct nfq_ksni_stats ks;
+
+		nfq_ksni_stats(gw->ksni, &ks);
+		st->kernel_sni_approved = ks.approved;
+		st->kernel_sni_learned = ks.adds;
+		st->kernel_sni_learn_errors = ks.add_errors;
+	}
 	store_stats(gw->store, &st->log);
 	st->log_writable = store_writable(gw->store);
 	if (gw->resolver != NULL)
@@ -493,6 +503,20 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Times the kernel could not hand sluiced copies (those "
 	    "connections are reset at their first byte).",
 	    st->kernel_syn_lost);
+	one(&t, "sluice_kernel_sni_enabled", "gauge",
+	    "1 while first flights may be let out in the kernel "
+	    "(--kernel-sni).", st->kernel_sni ? 1 : 0);
+	one(&t, "sluice_kernel_sni_approved_total", "counter",
+	    "First flights the kernel-SNI program let out (each copied to "
+	    "sluiced and decided again).", st->kernel_sni_approved);
+	one(&t, "sluice_kernel_sni_overruled_total", "counter",
+	    "First flights the kernel let out that sluiced decided otherwise "
+	    "(connection reset).", st->kernel_sni_overruled);
+	one(&t, "sluice_kernel_sni_learned_total", "counter",
+	    "Entries added to the kernel-SNI table.", st->kernel_sni_learned);
+	one(&t, "sluice_kernel_sni_learn_errors_total", "counter",
+	    "Entries the kernel-SNI table refused (those first flights take "
+	    "the queue).", st->kernel_sni_learn_errors);
 	one(&t, "sluice_inspect_held_flows", "gauge",
 	    "Flows whose first flight (TLS ClientHello, HTTP head) is being "
 	    "read.", st->held_flows);

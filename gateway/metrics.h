@@ -87,6 +87,11 @@ struct gw_metrics_state {
 	uint64_t		 kernel_syn_lost;	/* copies the kernel dropped */
 	uint64_t		 kernel_syn_learned;	/* entries added */
 	uint64_t		 kernel_syn_learn_errors;	/* ... refused */
+	bool			 kernel_sni;	/* --kernel-sni's program in use */
+	uint64_t		 kernel_sni_approved;	/* flights it let out */
+	uint64_t		 kernel_sni_overruled;	/* ... decided otherwise */
+	uint64_t		 kernel_sni_learned;	/* entries added */
+	uint64_t		 kernel_sni_learn_errors;	/* ... refused */
 	struct store_stats	 log;
 	bool			 log_writable;
 	struct dns_resolver_stats dns;

@@ -152,10 +152,37 @@ bare_acks(char *buf, size_t len, bool kernel_syn)
 	    GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER, GW_MARK_UNDER);
 }
 
+/*
+ * First flights passed in the kernel (--kernel-sni, nfq/ksni.c): a packet
+ * with bytes of a connection under the inspect mark (not yet decided; not
+ * a stale SYN's), small enough for its whole copy to fit one NFLOG
+ * message, that the program approves — one complete ClientHello whose
+ * (sandbox, destination, port, name) was allowed through the queue
+ * before, while that binding lives. Copied whole to sluiced, which
+ * decides it again as if it had been queued, and marked as a queued one
+ * allowed would be: verify, so that the server's packets are copied for
+ * the proof and the client's next bytes come to sluiced.
+ */
 static int
-ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
+ksni_rules(char *buf, size_t len, const char *pin)
 {
-	char rules[8192], rules6[512], target[64], acks[1536], proof[256];
+	int n;
+
+	n = snprintf(buf, len,
+	    "-A sluice-ksni -j NFLOG --nflog-group %u --nflog-size %u\n"
+	    "-A sluice-ksni -j MARK --set-xmark 0x%x/0x%x\n"
+	    "-A sluice-ksni -j ACCEPT\n"
+	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -p tcp -m length --length 0:%u -m bpf --object-pinned %s -j sluice-ksni\n",
+	    GW_FASTSYN_GROUP, GW_KSNI_PKT_MAX,
+	    GW_MARK_VERIFY | GW_MARK_SET, GW_MARK_MASK | GW_MARK_SET,
+	    GW_MARK_INSPECT, GW_MARK_MASK, GW_KSNI_PKT_MAX, pin);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int
+ruleset_load(struct gw *gw, bool extras, bool ksni, char *err, size_t errlen)
+{
+	char rules[8192], rules6[512], target[64], acks[2048], proof[256];
 	char pool[INET_ADDRSTRLEN + 3];
 	struct in_addr pa = { gw->pool_net };
 	const char *raw = extras ? raw_dns : "";
@@ -179,6 +206,11 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	acks[0] = '\0';
 	if (extras)
 		bare_acks(acks, sizeof(acks), gw->cfg.kernel_syn);
+	if (extras && ksni && ksni_rules(acks + strlen(acks),
+	    sizeof(acks) - strlen(acks), nfq_ksni_path(gw->ksni)) == -1) {
+		snprintf(err, errlen, "kernel-SNI rules too long");
+		return -1;
+	}
 	/* the server's packets under the verify mark: a copy of each is
 	 * enough (its ACK is read, nothing else), and the packet goes on at
 	 * once; without NFLOG each waits in the queue for its verdict */
@@ -226,6 +258,7 @@ ruleset_load(struct gw *gw, bool extras, char *err, size_t errlen)
 	    ":FORWARD DROP [0:0]\n"
 	    ":OUTPUT ACCEPT [0:0]\n"
 	    ":sluice-sandbox - [0:0]\n"
+	    ":sluice-ksni - [0:0]\n"
 	    /* The gateway's own ICMP errors must not become a channel: a
 	     * reset it sends to an address nobody answers ARP for turns into
 	     * a host-unreachable carrying bytes the sandbox chose, addressed
@@ -345,15 +378,29 @@ gw_ruleset_apply(struct gw *gw, char *err, size_t errlen)
 	    "nft", "-f", "-", NULL };
 	bool extras = true;
 
-	if (ruleset_load(gw, true, err, errlen) == -1) {
+	/* the kernel-SNI rule needs xt_bpf: without it, the rest is loaded
+	 * as it would be with --kernel-sni off */
+	gw->ksni_rules = false;
+	if (gw->ksni != NULL) {
+		if (ruleset_load(gw, true, true, err, errlen) == 0) {
+			gw->ksni_rules = true;
+			goto loaded;
+		}
+		log_warnx("ruleset: %s; loading it without the kernel-SNI "
+		    "rule: every first flight takes the queue", err);
+		nfq_ksni_close(gw->ksni);
+		gw->ksni = NULL;
+	}
+	if (ruleset_load(gw, true, false, err, errlen) == -1) {
 		log_warnx("ruleset: %s; loading it without the bare-ACK, "
 		    "kernel-SYN, DNS-notrack and proof-copy rules (xt_u32, "
 		    "xt_addrtype, xt_CT, NFLOG): those packets take the queue "
 		    "and conntrack instead", err);
-		if (ruleset_load(gw, false, err, errlen) == -1)
+		if (ruleset_load(gw, false, false, err, errlen) == -1)
 			return -1;
 		extras = false;
 	}
+loaded:
 	gw->verify_copies = extras;
 	/* The set and the chain that marks SYNs by it: without them (no
 	 * nft, a kernel without concatenated sets) every SYN is queued. */

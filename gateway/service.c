@@ -385,6 +385,7 @@ static const struct config_key config_keys[] = {
 	UINT("queue-maxlen", queue_maxlen, false),
 	UINT("queue-balance", queue_balance, false),
 	BOOL("kernel-syn", kernel_syn, false),
+	BOOL("kernel-sni", kernel_sni, false),
 	STR("metrics-socket", metrics_socket, false),
 	STR("metrics-listen", metrics_listen, false),
 };

@@ -263,6 +263,8 @@ main(int argc, char **argv)
 	gw.store_ok = true;
 	if (gw_gateway_setup(&gw, err, sizeof(err)) == -1)
 		fatalx("gateway %s: %s", gw.cfg.netns, err);
+	/* the ruleset names the kernel-SNI program by its pin */
+	gw_ksni_open(&gw);
 	if (gw_ruleset_apply(&gw, err, sizeof(err)) == -1)
 		fatalx("ruleset: %s", err);
 	if (gw_sandboxes_restore(&gw, err, sizeof(err)) == -1)

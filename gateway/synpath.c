@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_tcp.h>
 #include <string.h>
@@ -312,16 +313,70 @@ on_copy(void *arg, const struct nfq_packet *pkt)
 {
 	struct gw *gw = arg;
 	struct nfq_tuple t;
-	/* only what the set lets through is copied, a SYN without bytes;
-	 * anything else has nothing to start (and was not accepted for a
-	 * decision: the ruleset copies and accepts bare SYNs only) */
+
+	/* what the set lets through is copied, a SYN without bytes; and
+	 * what the kernel-SNI program lets through, a first flight with
+	 * its ACK; anything else has nothing to start (and was not
+	 * accepted for a decision: the ruleset copies only those) */
 	if (nfq_packet_parse(pkt->payload, pkt->len, &t) != NFQ_PARSE_OK ||
-	    t.proto != IPPROTO_TCP ||
-	    (t.tcp_flags & (TH_SYN | TH_ACK | TH_FIN | TH_RST)) != TH_SYN ||
-	    t.l4_len != 0)
+	    t.proto != IPPROTO_TCP)
 		return 0;
-	gw->fastsyn_copies++;
-	return gw_decide_first(gw, pkt, &t, gw_now_ms());
+	if ((t.tcp_flags & (TH_SYN | TH_ACK | TH_FIN | TH_RST)) == TH_SYN &&
+	    t.l4_len == 0) {
+		gw->fastsyn_copies++;
+		return gw_decide_first(gw, pkt, &t, gw_now_ms());
+	}
+	if (gw->ksni_rules &&
+	    (t.tcp_flags & (TH_SYN | TH_ACK | TH_FIN | TH_RST)) == TH_ACK &&
+	    t.l4_len > 0)
+		gw_inspect_approved(gw, pkt, &t, gw_now_ms());
+	return 0;
+}
+
+/* ---- first flights the kernel lets through (--kernel-sni) -------------- */
+
+void
+gw_ksni_open(struct gw *gw)
+{
+	char err[256], path[PATH_MAX];
+	int n;
+
+	if (!gw->cfg.kernel_sni)
+		return;
+	n = snprintf(path, sizeof(path), GW_KSNI_DIR "/%s", gw->cfg.netns);
+	if (n < 0 || (size_t)n >= sizeof(path) || strchr(gw->cfg.netns, '/')) {
+		log_warnx("kernel SNI: no pin path for namespace \"%s\"; every "
+		    "first flight takes the queue", gw->cfg.netns);
+		return;
+	}
+	if ((gw->ksni = nfq_ksni_open(path, GW_KSNI_ENTRIES, err,
+	    sizeof(err))) == NULL)
+		log_warnx("kernel SNI: %s; every first flight takes the queue",
+		    err);
+}
+
+/*
+ * Lets the next ClientHellos like this one past the queue while the
+ * binding that admitted it lives: (sandbox, destination, port, the name as
+ * sent) was just allowed by d. Only names the program can match byte for
+ * byte: what the client sent, not normalised.
+ */
+void
+gw_ksni_learn(struct gw *gw, uint32_t ifindex, uint32_t daddr,
+    uint16_t dport, const char *sni, const struct gw_decision *d,
+    uint64_t now)
+{
+	uint64_t ms;
+	size_t len = strlen(sni);
+
+	if (gw->ksni == NULL || !gw->ksni_rules || d->verdict != GW_ALLOW ||
+	    d->reason != GW_R_ALLOWED_DOMAIN || d->bound_until_ms <= now ||
+	    len == 0 || len > NFQ_KSNI_NAME_MAX)
+		return;
+	ms = d->bound_until_ms - now;
+	if (ms > GW_FASTSYN_MAX_MS)
+		ms = GW_FASTSYN_MAX_MS;
+	(void)nfq_ksni_add(gw->ksni, ifindex, daddr, dport, sni, len, ms);
 }
 
 void
@@ -329,25 +384,55 @@ gw_fastsyn_open(struct gw *gw)
 {
 	char err[256];
 
-	if (!gw->fastsyn_rules)
+	if (!gw->fastsyn_rules && !gw->ksni_rules)
 		return;
 	/* the copies' reader first: no SYN passes the set before an
-	 * entry is added, and none is added before both are open */
-	if ((gw->nflog = nfq_nflog_open(GW_FASTSYN_GROUP, err,
-	    sizeof(err))) == NULL ||
-	    (gw->fastsyn = nfq_fastsyn_open(GW_FASTSYN_TABLE, GW_FASTSYN_SET,
-	    err, sizeof(err))) == NULL) {
+	 * entry is added, and none is added before both are open; the
+	 * same for first flights and the kernel-SNI table. A first
+	 * flight's copy is the whole packet. */
+	if ((gw->nflog = nfq_nflog_open(GW_FASTSYN_GROUP, gw->ksni_rules ?
+	    GW_KSNI_PKT_MAX : NFQ_NFLOG_HEADERS, err, sizeof(err))) == NULL) {
+		log_warnx("kernel SYNs and SNI: %s; every SYN and first "
+		    "flight takes the queue", err);
+		gw->ksni_rules = false;
+		nfq_ksni_close(gw->ksni);
+		gw->ksni = NULL;
+		return;
+	}
+	if (gw->fastsyn_rules && (gw->fastsyn = nfq_fastsyn_open(
+	    GW_FASTSYN_TABLE, GW_FASTSYN_SET, err, sizeof(err))) == NULL)
 		log_warnx("kernel SYNs: %s; every SYN takes the queue", err);
+	if (gw->fastsyn == NULL && !gw->ksni_rules) {
 		nfq_nflog_close(gw->nflog);
 		gw->nflog = NULL;
 	}
 }
 
+/* Copies the kernel could not hand over (the socket full): a first flight
+ * it let out without one has no row of its own, and its connection ends
+ * undecided (hold_timeout). The kernel-SNI table is emptied, so that no
+ * more pass by it until sluiced has read and allowed them again. */
+static void
+copies_lost(struct gw *gw, uint64_t now)
+{
+	struct nfq_nflog_stats st;
+
+	nfq_nflog_stats(gw->nflog, &st);
+	if (st.overruns == gw->nflog_lost_seen)
+		return;
+	gw->nflog_lost_seen = st.overruns;
+	gw->nflog_lost_ms = now;
+	gw_ksni_clear(gw);
+}
+
 void
 gw_fastsyn_read(struct gw *gw)
 {
-	if (gw->nflog != NULL && nfq_nflog_recv(gw->nflog, on_copy, gw) == -1)
+	if (gw->nflog == NULL)
+		return;
+	if (nfq_nflog_recv(gw->nflog, on_copy, gw) == -1)
 		log_warn("kernel SYNs: receive");
+	copies_lost(gw, gw_now_ms());
 }
 
 /* Bounds a drain: 400 reads of up to 64 copies, more than the socket's
@@ -357,7 +442,6 @@ gw_fastsyn_read(struct gw *gw)
 bool
 gw_fastsyn_drain(struct gw *gw)
 {
-	struct nfq_nflog_stats st;
 	uint64_t now;
 	bool dry = false;
 	int i;
@@ -372,19 +456,31 @@ gw_fastsyn_drain(struct gw *gw)
 		if ((dry = nfq_nflog_drained(gw->nflog)))
 			break;
 	}
-	nfq_nflog_stats(gw->nflog, &st);
 	now = gw_now_ms();
-	if (st.overruns != gw->nflog_lost_seen) {
-		gw->nflog_lost_seen = st.overruns;
-		gw->nflog_lost_ms = now;
-	}
+	copies_lost(gw, now);
 	return dry && (gw->nflog_lost_ms == 0 ||
 	    now - gw->nflog_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
 }
 
 void
+gw_ksni_clear(struct gw *gw)
+{
+	/* what cannot be emptied cannot be trusted: closed, the program
+	 * passes nothing */
+	if (gw->ksni != NULL && nfq_ksni_clear(gw->ksni) == -1) {
+		log_warn("kernel SNI: clear; every first flight takes the "
+		    "queue from now on");
+		nfq_ksni_close(gw->ksni);
+		gw->ksni = NULL;
+	}
+}
+
+void
 gw_fastsyn_forget(struct gw *gw)
 {
+	/* the kernel-SNI table too: what it learned was decided under a
+	 * policy, or for an interface index, that is no more */
+	gw_ksni_clear(gw);
 	if (gw->fastsyn == NULL)
 		return;
 	/* what cannot be emptied cannot be trusted: no more entries (the
@@ -405,6 +501,10 @@ gw_fastsyn_close(struct gw *gw)
 	gw_fastsyn_forget(gw);
 	nfq_fastsyn_close(gw->fastsyn);
 	gw->fastsyn = NULL;
+	/* the program passes nothing once closed, though the ruleset
+	 * still names it */
+	nfq_ksni_close(gw->ksni);
+	gw->ksni = NULL;
 	nfq_nflog_close(gw->nflog);
 	gw->nflog = NULL;
 }

@@ -224,18 +224,21 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 struct bound_check {
 	const char			*name;	/* presented, normalised */
 	const struct policy_domain	*entry;	/* the entry admitting it */
+	uint64_t			 expires_ms;	/* of the binding found */
 };
 
 static bool
 bound_ok(void *arg, const char *bound, uint64_t expires_ms)
 {
-	const struct bound_check *bc = arg;
+	struct bound_check *bc = arg;
 
-	(void)expires_ms;
 	/* the address must be bound to this very name, or to one the same
 	 * allowlist entry covers (several names of one CDN entry) */
-	return dns_name_equal(bound, bc->name) ||
-	    dns_name_match(bound, bc->entry->name, bc->entry->wildcard);
+	if (!dns_name_equal(bound, bc->name) &&
+	    !dns_name_match(bound, bc->entry->name, bc->entry->wildcard))
+		return false;
+	bc->expires_ms = expires_ms;
+	return true;
 }
 
 void
@@ -258,6 +261,7 @@ gw_decide_name(const struct gw_decide_ctx *ctx, uint32_t daddr, uint16_t port,
 	}
 	bc.name = name;
 	bc.entry = entry;
+	bc.expires_ms = 0;
 	/* an established connection keeps the name it was admitted with,
 	 * even once that binding has expired: it is no new flow */
 	if ((admitted == NULL || !dns_name_equal(name, admitted)) &&
@@ -270,6 +274,9 @@ gw_decide_name(const struct gw_decide_ctx *ctx, uint32_t daddr, uint16_t port,
 	out->reason = GW_R_ALLOWED_DOMAIN;
 	out->rule = entry->text;
 	out->domain = entry;
+	/* 0 when the name admitted the connection before (no binding
+	 * asked): nothing says how long a like one would be allowed */
+	out->bound_until_ms = bc.expires_ms;
 }
 
 void

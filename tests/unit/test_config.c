@@ -137,7 +137,37 @@ test_flags_only(void **state)
 	assert_string_equal(cfg.capture_denied, "/tmp/cap");
 	assert_string_equal(cfg.db, "/var/lib/sluice/flows.db");
 	assert_false(cfg.kernel_syn);			/* off by default */
+	assert_false(cfg.kernel_sni);			/* off by default */
 	assert_int_equal(cfg.http_idle, 120);
+	gw_config_free(&cfg);
+}
+
+/* --kernel-sni: as --kernel-syn, and independent of it. */
+static void
+test_kernel_sni(void **state)
+{
+	struct fixture *fx = *state;
+	struct gw_config cfg;
+	char *flag[] = { "sluiced", "--kernel-sni", "on", NULL };
+	char *file[] = { "sluiced", "-c", fx->path, NULL };
+	char *both[] = { "sluiced", "-c", fx->path, "--kernel-sni", "off",
+	    NULL };
+	char *bad[] = { "sluiced", "--kernel-sni", "yes", NULL };
+
+	assert_int_equal(parse(&cfg, flag), 0);
+	assert_true(cfg.kernel_sni);
+	assert_false(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"kernel-sni\": true, \"kernel-syn\": \"on\"}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_true(cfg.kernel_sni);
+	assert_true(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, both), 0);
+	assert_false(cfg.kernel_sni);			/* the flag wins */
+	assert_true(cfg.kernel_syn);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, bad), -1);
 	gw_config_free(&cfg);
 }
 
@@ -220,6 +250,7 @@ test_bad_files(void **state)
 		"{\"queue-balance\": 0}",
 		"{\"kernel-syn\": \"maybe\"}",
 		"{\"kernel-syn\": 1}",
+		"{\"kernel-sni\": \"maybe\"}",
 		"{\"http-idle\": 0}",
 		"{\"http-idle\": true}",
 	};
@@ -265,6 +296,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test(test_flags_only),
 		cmocka_unit_test_setup_teardown(test_kernel_syn, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_sni, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_http_idle, setup,
 		    teardown),

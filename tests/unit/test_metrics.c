@@ -89,6 +89,11 @@ test_counters(void **state)
 	st.kernel_syn_lost = 33;
 	st.kernel_syn_learned = 34;
 	st.kernel_syn_learn_errors = 35;
+	st.kernel_sni = true;
+	st.kernel_sni_approved = 41;
+	st.kernel_sni_overruled = 42;
+	st.kernel_sni_learned = 43;
+	st.kernel_sni_learn_errors = 44;
 	st.packets = 100;
 	st.packet_errors = 4;
 	st.denied_unlogged = 6;
@@ -171,6 +176,13 @@ test_counters(void **state)
 	assert_line(text, "sluice_kernel_syn_copies_lost_total 33");
 	assert_line(text, "sluice_kernel_syn_learned_total 34");
 	assert_line(text, "sluice_kernel_syn_learn_errors_total 35");
+	assert_line(text, "# TYPE sluice_kernel_sni_enabled gauge");
+	assert_line(text, "sluice_kernel_sni_enabled 1");
+	assert_line(text, "# TYPE sluice_kernel_sni_approved_total counter");
+	assert_line(text, "sluice_kernel_sni_approved_total 41");
+	assert_line(text, "sluice_kernel_sni_overruled_total 42");
+	assert_line(text, "sluice_kernel_sni_learned_total 43");
+	assert_line(text, "sluice_kernel_sni_learn_errors_total 44");
 	assert_line(text, "sluice_queue_packets_total 100");
 	assert_line(text, "sluice_queue_packet_errors_total 4");
 	assert_line(text, "# TYPE sluice_queue_length gauge");

@@ -406,17 +406,22 @@ test_config_diff(void **state)
 	b.queue_num = 3;
 	b.uplink_netns = "up";
 	b.kernel_syn = !a.kernel_syn;
-	assert_int_equal(gw_config_diff(&a, &b, ch, 8), 4);
+	b.kernel_sni = !a.kernel_sni;
+	assert_int_equal(gw_config_diff(&a, &b, ch, 8), 5);
 	assert_false(ch[0].live);
 	assert_false(ch[1].live);
 	assert_false(ch[2].live);
 	assert_false(ch[3].live);
+	assert_false(ch[4].live);
 	assert_string_equal(ch[0].key, "netns");
 	assert_string_equal(ch[1].key, "uplink-netns");
 	assert_string_equal(ch[2].key, "queue-num");
 	assert_string_equal(ch[3].key, "kernel-syn");
+	assert_string_equal(ch[4].key, "kernel-sni");
 	assert_string_equal(gw_config_value(&b, "kernel-syn", buf, sizeof(buf)),
 	    b.kernel_syn ? "on" : "off");
+	assert_string_equal(gw_config_value(&b, "kernel-sni", buf, sizeof(buf)),
+	    b.kernel_sni ? "on" : "off");
 
 	assert_string_equal(gw_config_value(&b, "queue-num", buf, sizeof(buf)),
 	    "3");

@@ -292,12 +292,14 @@ handle(struct gw *gw, json_t *req)
 				nfq_ksni_stats(gw->ksni, &ks);
 			json_object_set_new(o, "kernel_sni", json_pack(
 			    "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			    "s:I, s:I}",
+			    "s:I, s:I, s:I, s:I}",
 			    "enabled", gw->ksni != NULL && gw->ksni_rules,
 			    "seen", (json_int_t)ks.seen,
 			    "approved", (json_int_t)ks.approved,
 			    "unparsed", (json_int_t)ks.unparsed,
 			    "unknown", (json_int_t)ks.unknown,
+			    "lapsed", (json_int_t)ks.lapsed,
+			    "lease_errors", (json_int_t)gw->ksni_lease_errors,
 			    "copies", (json_int_t)gw->ksni_copies,
 			    "overruled", (json_int_t)gw->ksni_overruled,
 			    "unread", (json_int_t)gw->ksni_unread,

@@ -102,8 +102,14 @@ gw_now_ms(void)
  * one NFLOG message. The copies go to GW_FASTSYN_GROUP, behind their
  * SYN's when the kernel-SYN set let that through. */
 #define GW_KSNI_DIR		"/run/sluice/bpf"
-#define GW_KSNI_ENTRIES		65536
+#define GW_KSNI_ENTRIES		16384
 #define GW_KSNI_PKT_MAX		7680
+/* The program passes nothing once the main loop has not renewed its lease
+ * for GW_KSNI_LEASE_MS (sluiced died or stalls: the copies of what it
+ * would pass have no reader); the loop renews it every
+ * GW_KSNI_RENEW_MS. */
+#define GW_KSNI_LEASE_MS	2000
+#define GW_KSNI_RENEW_MS	500
 
 /* DNS bindings: bounds, and what happens at them (dns/dns.h): a full
  * table refuses new bindings, and their addresses are left out of the
@@ -285,6 +291,8 @@ struct gw {
 	uint64_t		 ksni_overruled;	/* ... otherwise: reset */
 	uint64_t		 ksni_unread;	/* ... not read: the server
 						 * dropped it too (PAWS) */
+	uint64_t		 ksni_renew_at;	/* the lease's next renewal */
+	uint64_t		 ksni_lease_errors;
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */
@@ -472,6 +480,10 @@ void gw_ksni_learn(struct gw *gw, uint32_t ifindex, uint32_t daddr,
     uint16_t dport, const char *sni, const struct gw_decision *d,
     uint64_t now);
 void gw_ksni_clear(struct gw *gw);
+/* The program's lease, renewed by the main loop: ms until it is due (-1:
+ * no program), and the renewal when it is. */
+int gw_ksni_timeout(const struct gw *gw, uint64_t now);
+void gw_ksni_renew(struct gw *gw, uint64_t now);
 void gw_fastsyn_read(struct gw *gw);
 bool gw_fastsyn_drain(struct gw *gw);
 void gw_fastsyn_forget(struct gw *gw);

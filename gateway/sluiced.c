@@ -367,6 +367,10 @@ main(int argc, char **argv)
 		mtimeout = gw_metrics_timeout(gw.metrics, now);
 		if (mtimeout >= 0 && (timeout < 0 || mtimeout < timeout))
 			timeout = mtimeout;
+		/* the kernel-SNI program's lease (--kernel-sni) */
+		mtimeout = gw_ksni_timeout(&gw, now);
+		if (mtimeout >= 0 && (timeout < 0 || mtimeout < timeout))
+			timeout = mtimeout;
 		if (behind && (timeout < 0 || timeout > 2))
 			timeout = 2;
 		/* holds and rate-limit entries the workers make from here
@@ -401,6 +405,7 @@ main(int argc, char **argv)
 		}
 		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, gw_now_ms());
 		gw_inspect_expire(&gw, gw_now_ms());
+		gw_ksni_renew(&gw, gw_now_ms());
 		gw_limits_expire(&gw, gw_now_ms(), false);
 		if (pfd[3].revents & POLLIN)
 			(void)gw_ct_read(&gw, false);

@@ -355,6 +355,31 @@ gw_ksni_open(struct gw *gw)
 		    err);
 }
 
+int
+gw_ksni_timeout(const struct gw *gw, uint64_t now)
+{
+	if (gw->ksni == NULL)
+		return -1;
+	return gw->ksni_renew_at <= now ? 0 :
+	    (int)(gw->ksni_renew_at - now);
+}
+
+/*
+ * A lease the loop fails to renew runs out by itself, and the program
+ * then passes nothing: a failed write is retried at the next renewal, not
+ * sooner, and only counted and logged here.
+ */
+void
+gw_ksni_renew(struct gw *gw, uint64_t now)
+{
+	if (gw->ksni == NULL || now < gw->ksni_renew_at)
+		return;
+	gw->ksni_renew_at = now + GW_KSNI_RENEW_MS;
+	if (nfq_ksni_lease(gw->ksni, GW_KSNI_LEASE_MS) == -1 &&
+	    gw->ksni_lease_errors++ == 0)
+		log_warn("kernel SNI: lease");
+}
+
 /*
  * Lets the next ClientHellos like this one past the queue while the
  * binding that admitted it lives: (sandbox, destination, port, the name as

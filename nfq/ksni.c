@@ -55,6 +55,7 @@ struct nfq_ksni {
 	int			 prog_fd;
 	int			 names_fd;
 	int			 gen_fd;
+	int			 lease_fd;
 	int			 counters_fd;
 	uint32_t		 gen;
 	uint32_t		 prog_id;
@@ -294,6 +295,7 @@ load(struct nfq_ksni *k, uint32_t max_entries, char *err, size_t errlen)
 	}
 	if ((k->names_fd = map_fd(k, "ksni_names", err, errlen)) == -1 ||
 	    (k->gen_fd = map_fd(k, "ksni_gen", err, errlen)) == -1 ||
+	    (k->lease_fd = map_fd(k, "ksni_lease", err, errlen)) == -1 ||
 	    (k->counters_fd = map_fd(k, "ksni_counters", err, errlen)) == -1)
 		goto cleanup;
 	rc = 0;
@@ -327,7 +329,8 @@ nfq_ksni_open(const char *pin_path, uint32_t max_entries, char *err,
 		return NULL;
 	}
 	snprintf(k->path, sizeof(k->path), "%s", pin_path);
-	k->prog_fd = k->names_fd = k->gen_fd = k->counters_fd = -1;
+	k->prog_fd = k->names_fd = k->gen_fd = k->lease_fd =
+	    k->counters_fd = -1;
 	if ((k->ncpus = libbpf_num_possible_cpus()) <= 0 ||
 	    (k->percpu = calloc((size_t)k->ncpus, sizeof(uint64_t))) == NULL) {
 		snprintf(err, errlen, "possible CPUs: %s",
@@ -426,6 +429,18 @@ nfq_ksni_add(struct nfq_ksni *k, uint32_t ifindex, uint32_t daddr,
 }
 
 int
+nfq_ksni_lease(struct nfq_ksni *k, uint64_t ms)
+{
+	uint32_t zero = 0;
+	uint64_t now = now_ns(), until;
+
+	until = ms == 0 ? 0 : ms > (UINT64_MAX - now) / 1000000 ?
+	    UINT64_MAX : now + ms * 1000000;
+	return bpf_map_update_elem(k->lease_fd, &zero, &until, BPF_ANY) == 0 ?
+	    0 : -1;
+}
+
+int
 nfq_ksni_clear(struct nfq_ksni *k)
 {
 	uint32_t gen = k->gen + 1;
@@ -460,6 +475,7 @@ nfq_ksni_stats(const struct nfq_ksni *k, struct nfq_ksni_stats *st)
 	st->approved = sum[KSNI_APPROVED];
 	st->unparsed = sum[KSNI_UNPARSED];
 	st->unknown = sum[KSNI_UNKNOWN];
+	st->lapsed = sum[KSNI_LAPSED];
 }
 
 void
@@ -471,6 +487,7 @@ nfq_ksni_close(struct nfq_ksni *k)
 		return;
 	/* first, and whatever else fails: a rule may hold the program on */
 	(void)set_gen(k->gen_fd, 0);
+	(void)nfq_ksni_lease(k, 0);
 	/* the pin only if it is still ours, not a newer run's */
 	if (pinned_prog_id(k->path, &info) == k->prog_id)
 		(void)unlink(k->path);

@@ -777,7 +777,8 @@ void nfq_nflog_close(struct nfq_nflog *l);	/* NULL-safe */
  * record holding one whole, plain ClientHello (no ECH, no TCP option but
  * NOP, EOL and timestamps) whose (ingress interface, destination,
  * port, server_name as sent) was learned with nfq_ksni_add, under the
- * current generation, before it expires. Anything else it leaves to the
+ * current generation, before it expires, under a lease (nfq_ksni_lease).
+ * Anything else it leaves to the
  * queue (0). The table holds max_entries keys; at the bound an add
  * pushes out the least recently used (that key's flights are queued
  * again).
@@ -794,6 +795,7 @@ struct nfq_ksni_stats {
 	uint64_t	approved;	/*   segments it returned 1 for */
 	uint64_t	unparsed;	/*   not the plain one-segment ClientHello */
 	uint64_t	unknown;	/*   parsed, but no live entry for its key */
+	uint64_t	lapsed;		/*   not parsed: the lease had run out */
 };
 
 /*
@@ -820,6 +822,14 @@ int nfq_ksni_prog_fd(const struct nfq_ksni *k);	/* for tests */
  */
 int nfq_ksni_add(struct nfq_ksni *k, uint32_t ifindex, uint32_t daddr,
     uint16_t dport, const char *name, size_t len, uint64_t ttl_ms);
+
+/*
+ * The lease: the program approves nothing from ms from now on (0: from
+ * now), until the next call. A new program has none. The reader of the
+ * copies renews it while it runs, so that if it dies or stalls, what the
+ * program would pass takes the queue within ms. 0, or -1 with errno.
+ */
+int nfq_ksni_lease(struct nfq_ksni *k, uint64_t ms);
 
 /* Every entry stops matching at once (a new generation); the old entries
  * are left to be overwritten or pushed out. 0, or -1 with errno (the old

@@ -297,6 +297,11 @@ setup(void **state)
 		print_error("nfq_ksni_open: %s\n", err);
 		return -1;
 	}
+	if (nfq_ksni_lease(k, 600000) == -1) {
+		print_error("nfq_ksni_lease: %s\n", strerror(errno));
+		nfq_ksni_close(k);
+		return -1;
+	}
 	*state = k;
 	return 0;
 }
@@ -406,6 +411,38 @@ test_expired(void **state)
 	assert_int_equal(run_spec(k, &s), 1);
 }
 
+/* Without a live lease (a new program, a dead or stalled reader) nothing
+ * is approved, learned or not, and nothing is parsed. */
+static void
+test_lease(void **state)
+{
+	struct nfq_ksni *k = *state;
+	struct spec s = spec_plain();
+	struct nfq_ksni_stats a, b;
+	struct timespec ts = { 0, 80 * 1000 * 1000 };
+
+	assert_int_equal(learn(k, NAME, 60000), 0);
+	assert_int_equal(run_spec(k, &s), 1);
+	nfq_ksni_stats(k, &a);
+	assert_int_equal(nfq_ksni_lease(k, 0), 0);
+	assert_int_equal(run_spec(k, &s), 0);
+	nfq_ksni_stats(k, &b);
+	assert_int_equal(b.lapsed - a.lapsed, 1);
+	assert_int_equal(b.seen - a.seen, 1);
+	assert_int_equal(b.unparsed + b.unknown, a.unparsed + a.unknown);
+	/* a short one runs out by itself */
+	assert_int_equal(nfq_ksni_lease(k, 30), 0);
+	assert_int_equal(run_spec(k, &s), 1);
+	nanosleep(&ts, NULL);
+	assert_int_equal(run_spec(k, &s), 0);
+	/* renewed: the entry was kept */
+	assert_int_equal(nfq_ksni_lease(k, 60000), 0);
+	assert_int_equal(run_spec(k, &s), 1);
+	nfq_ksni_stats(k, &b);
+	assert_int_equal(b.seen, b.approved + b.unknown + b.unparsed +
+	    b.lapsed);
+}
+
 static void
 test_clear(void **state)
 {
@@ -466,6 +503,7 @@ test_close_disarms(void **state)
 	if (k == NULL)
 		fail_msg("nfq_ksni_open: %s", err);
 	*state = k;
+	assert_int_equal(nfq_ksni_lease(k, 600000), 0);
 	assert_int_equal(learn(k, NAME, 60000), 0);
 	assert_int_equal(run(k, &p, IFINDEX), 1);
 	close(fd);
@@ -728,6 +766,7 @@ test_stats(void **state)
 	assert_int_equal(b.unknown - a.unknown, 1);
 	assert_int_equal(b.unparsed - a.unparsed, 3);
 	assert_int_equal(b.adds, 1);
+	assert_int_equal(b.lapsed, 0);
 	assert_int_equal(b.seen, b.approved + b.unknown + b.unparsed);
 }
 
@@ -821,6 +860,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_name_lengths, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clear, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clear, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_disarms, setup,
 		    teardown),

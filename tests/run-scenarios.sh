@@ -10,6 +10,9 @@
 #   V=1              print every scenario's output, not only a failure's
 #   TB_TIMEOUT=S     seconds one scenario may take (default 120)
 #   TB_KEEP=1        keep each run's TB_DIR (logs, records, flows.db)
+#   TB_SLUICED_EXTRA="ARGS"  words added to every sluiced the scenarios
+#                    start, e.g. "--kernel-sni on" (scenarios that check
+#                    the default may then fail: read their failures)
 #   TB_TLS_CACHE=DIR where the test CA made by the first scenario is kept
 #                    for the others (default: a directory of this run's)
 #

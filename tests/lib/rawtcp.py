@@ -17,7 +17,8 @@ server's certificate comes back in clear and says which name it served):
   overlap  --how once|same|full|partial|reorder|reorder-conflict: the hello
            for --sni (once: only that), and a second copy of some of its
            bytes in which --sni2 replaces --sni (same length); --gap S
-           waits S seconds between the two
+           waits S seconds between the two. --how gap: the hello for
+           --sni alone, 100 bytes past the stream's start
   frag     the hello in one TCP segment sent as IP fragments of --frag-size
            bytes (DF clear); --only-first sends the first fragment only;
            --frag-overlap adds a fragment that rewrites the SNI as --sni2
@@ -469,6 +470,10 @@ def main():
             h = len(first) // 2
             if a.how == "once":
                 c.send(0, first)
+            elif a.how == "gap":
+                # the hello alone, 100 bytes past the stream's start: a
+                # segment the server holds out of order and never reads
+                c.send(100, first)
             elif a.how == "same":
                 c.send(0, first)
                 time.sleep(a.gap)

@@ -404,6 +404,10 @@ tb_sluiced_start() {
 		TB_SLUICED_ARGS+=(--dns-upstream "$a")
 	done
 	TB_SLUICED_ARGS+=("$@")
+	# TB_SLUICED_EXTRA: words added to every start (a whole suite run
+	# with, say, --kernel-sni on)
+	# shellcheck disable=SC2206
+	TB_SLUICED_ARGS+=(${TB_SLUICED_EXTRA:-})
 	: > "$TB_DIR/sluiced.args"
 	for a in "${TB_SLUICED_ARGS[@]}"; do
 		printf '%s\n' "$a" >> "$TB_DIR/sluiced.args"

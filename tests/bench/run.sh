@@ -140,9 +140,11 @@ thread_cpu() {
 s_before() {
 	local st
 	st=$(bn_status)
-	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG SB_PAUSED SB_COPIES <<< \
+	read -r SB_PKTS SB_WRITTEN SB_QUEUED SB_REJ SB_UNLOG SB_PAUSED SB_COPIES \
+	    SB_KSNI <<< \
 	    "$(st_get "$st" queue.packets store.written store.queued \
-	    store.rejected queue.denied_unlogged dns.paused queue.verify_copies)"
+	    store.rejected queue.denied_unlogged dns.paused queue.verify_copies \
+	    kernel_sni.approved)"
 	SB_FLOW_ID=$(flows_max_id)
 	SB_DNS_ID=$(dns_max_id)
 	SB_LOST=$(lost_sum)
@@ -179,7 +181,7 @@ s_watched() {
 
 s_after() {
 	local t_end=$1 st pkts written queued rej unlog depth lag_ms=-1 qd ud
-	local cpu_m cpu_w rows drows lost deny now paused copies
+	local cpu_m cpu_w rows drows lost deny now paused copies ksni
 	read -r cpu_m cpu_w <<< "$(thread_cpu "$BN_SLUICED_PID")"
 	read -r qd ud <<< "$(bn_queue_drops)"
 	# The writer's lag: from the load's end until every record queued by
@@ -202,6 +204,8 @@ s_after() {
 	done
 	paused=$(st_get "$st" dns.paused)
 	copies=$(st_get "$st" queue.verify_copies)
+	# hellos let out in the kernel (--kernel-sni): how many took that path
+	ksni=$(st_get "$st" kernel_sni.approved)
 	rows=$(tb_sql "SELECT count(*) FROM flows WHERE id > $SB_FLOW_ID")
 	drows=$(tb_sql "SELECT count(*) FROM dns_queries WHERE id > $SB_DNS_ID")
 	deny=$(tb_sql "SELECT coalesce(group_concat(reason || ':' || n, ' '), '')
@@ -219,6 +223,7 @@ s_after() {
 	    "\"s_cpu_writer_ns\": $((cpu_w - SB_CPU_W))"
 	    "\"s_dns_paused\": $((paused - SB_PAUSED))"
 	    "\"s_copies\": $((${copies:-0} - ${SB_COPIES:-0}))"
+	    "\"s_ksni_approved\": $((${ksni:-0} - ${SB_KSNI:-0}))"
 	    "\"s_held_max\": $SB_HELD_MAX" "\"s_samples\": $SB_SAMPLES")
 }
 

@@ -12,7 +12,12 @@
 # TLS S/B1) shows here, or is shown to be within the spread.
 # Prints the median S/B1 of each and its spread, and the median rates.
 # Environment: ROUNDS (3), PAIRS (4), SECS (3), CONC (16), MODE (tls, or
-# http), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh).
+# http), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh),
+# ARGS_A and ARGS_B (flags for A's sluiced only, for B's only: one build
+# with and without a switch is `ARGS_B="--kernel-sni on" ab.sh HEAD HEAD`),
+# RATE (unset: the rate with CONC clients is measured; set: the setup
+# latency of one client at RATE connections/s instead, and what S adds to
+# B1's p50 and p99, per pair).
 # About 3 minutes with the defaults. Needs root, like the bench.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +29,7 @@ PAIRS=${PAIRS:-4}
 SECS=${SECS:-3}
 CONC=${CONC:-16}
 MODE=${MODE:-tls}
+RATE=${RATE:-}
 case $MODE in
 tls|http) ;;
 *) echo "ab: MODE is tls or http, not $MODE" >&2; exit 2 ;;
@@ -59,17 +65,50 @@ WT_A=$(build "$REV_A") || exit 1
 WTS+=("$WT_A")
 WT_B=$(build "$REV_B") || { cleanup_wt; exit 1; }
 WTS+=("$WT_B")
-NAME_A="$REV_A ($(git -C "$WT_A" rev-parse --short HEAD))"
-NAME_B="$REV_B ($(git -C "$WT_B" rev-parse --short HEAD))"
+NAME_A="$REV_A ($(git -C "$WT_A" rev-parse --short HEAD))${ARGS_A:+ $ARGS_A}"
+NAME_B="$REV_B ($(git -C "$WT_B" rev-parse --short HEAD))${ARGS_B:+ $ARGS_B}"
+BASE_ARGS=${BENCH_SLUICED_ARGS:-}
 export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
 
 . "$REPO/tests/bench/lib.sh"
 bn_repro_up ab
 
+# lat CFG: one client at RATE/s for SECS; prints its p50 and p99 (µs)
+lat() {
+	local port=443
+	[ "$MODE" = http ] && port=80
+	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$MODE" \
+	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
+	    -c 1 -r "$RATE" -d "$SECS" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
+	    "$TB_PY" -c 'import json, sys
+o = json.load(open(sys.argv[1]))
+if o["errors"] == 0 and o["ok"] > 0:
+    print(o["lat_p50_us"], o["lat_p99_us"])' "$TB_DIR/cb.out"
+}
+# lat_pairs LABEL: PAIRS pairs of lat under B1 and S, alternating which
+# goes first; appends "LABEL B1-P50 B1-P99 S-P50 S-P99" to ab.txt
+lat_pairs() {
+	local i b s
+	for ((i = 0; i < PAIRS; i++)); do
+		# shellcheck disable=SC2119 # a.test, its default
+		bn_resolve_s >/dev/null 2>&1
+		if ((i % 2)); then
+			s=$(lat S) b=$(lat B1)
+		else
+			b=$(lat B1) s=$(lat S)
+		fi
+		[ -n "$b" ] && [ -n "$s" ] && echo "$1 $b $s" >> "$TB_DIR/ab.txt"
+	done
+}
+
 : > "$TB_DIR/ab.txt"
 for ((r = 0; r < ROUNDS; r++)); do
 	for v in A B; do
-		if [ "$v" = A ]; then w=$WT_A; else w=$WT_B; fi
+		if [ "$v" = A ]; then
+			w=$WT_A BENCH_SLUICED_ARGS="$BASE_ARGS ${ARGS_A:-}"
+		else
+			w=$WT_B BENCH_SLUICED_ARGS="$BASE_ARGS ${ARGS_B:-}"
+		fi
 		tb_sluiced_stop >/dev/null 2>&1
 		export SLUICED=$w/build/sluiced SLUICE=$w/build/sluice
 		bn_sluice_up "$TB_DIR/policy.json" >/dev/null 2>&1 ||
@@ -77,12 +116,42 @@ for ((r = 0; r < ROUNDS; r++)); do
 		# the binary running is the one meant
 		[ "$(readlink "/proc/$TB_SLUICED_PID/exe")" = "$w/build/sluiced" ] ||
 		    { echo "ab: sluiced is not $w/build/sluiced" >&2; exit 1; }
-		bn_pairs "$v" "$PAIRS" "$MODE" "$CONC" "$SECS" "$TB_DIR/ab.txt"
+		if [ -n "$RATE" ]; then
+			lat_pairs "$v"
+		else
+			bn_pairs "$v" "$PAIRS" "$MODE" "$CONC" "$SECS" "$TB_DIR/ab.txt"
+		fi
 	done
 done
 tb_sluiced_stop >/dev/null 2>&1
 # shellcheck disable=SC2034 # read by testbed.sh's exit trap
 TB_FINISHED=1
+if [ -n "$RATE" ]; then
+	echo "$MODE, 1 client at $RATE/s, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
+	"$TB_PY" - "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    v, *f = line.split()
+    rows.setdefault(v, []).append([int(x) for x in f])
+def mm(xs):
+    return f"{statistics.median(xs):.0f} ({min(xs)}-{max(xs)})"
+print("| build | added p50, µs | added p99, µs | B1 p50 / p99 | S p50 / p99 | pairs |")
+print("| --- | --- | --- | --- | --- | --- |")
+for v, name in (("A", sys.argv[2]), ("B", sys.argv[3])):
+    p = rows.get(v, [])
+    if not p:
+        print(f"| {name} | no valid pair | | | | 0 |")
+        continue
+    print(f"| {name} | {mm([s50 - b50 for b50, _, s50, _ in p])} | "
+          f"{mm([s99 - b99 for _, b99, _, s99 in p])} | "
+          f"{statistics.median(r[0] for r in p):.0f} / "
+          f"{statistics.median(r[1] for r in p):.0f} | "
+          f"{statistics.median(r[2] for r in p):.0f} / "
+          f"{statistics.median(r[3] for r in p):.0f} | {len(p)} |")
+EOF
+	exit 0
+fi
 echo "$MODE, $CONC clients, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
 "$TB_PY" - "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
 import statistics, sys

@@ -357,16 +357,24 @@ _bn_repro_exit() {
 	_tb_on_exit
 }
 
-# bn_rate CFG MODE CONC SECS: one closed-loop load (MODE tls or http, to
-# a.test) from CFG's client with connbench ($CONNBENCH); prints its
-# connections/s, nothing when it failed (its output in $TB_DIR/cb.out).
-bn_rate() {
+# bn_load CFG MODE CONC SECS [RATE]: one load (MODE tls or http, to
+# a.test) from CFG's client with connbench ($CONNBENCH), closed-loop or at
+# RATE connections/s; its output in $TB_DIR/cb.out, its status returned.
+bn_load() {
 	local port=443
+	local -a rate=()
 
 	[ "$2" = http ] && port=80
+	[ -n "${5:-}" ] && rate=(-r "$5")
 	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$2" \
 	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
-	    -c "$3" -d "$4" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
+	    -c "$3" -d "$4" -t 3000 "${rate[@]}" > "$TB_DIR/cb.out" 2>&1
+}
+
+# bn_rate CFG MODE CONC SECS: a closed-loop bn_load; prints its
+# connections/s, nothing when it failed.
+bn_rate() {
+	bn_load "$@" &&
 	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
 }
 

@@ -75,12 +75,7 @@ bn_repro_up ab
 
 # lat CFG: one client at RATE/s for SECS; prints its p50 and p99 (µs)
 lat() {
-	local port=443
-	[ "$MODE" = http ] && port=80
-	ip netns exec "$(bn_client_ns "$1")" "$CONNBENCH" -m "$MODE" \
-	    -a "$BN_HTTPS" -p "$port" -n "$BN_NAME" -H "$TB_DIR/hello.bin" \
-	    -c 1 -r "$RATE" -d "$SECS" -t 3000 > "$TB_DIR/cb.out" 2>&1 &&
-	    "$TB_PY" -c 'import json, sys
+	bn_load "$1" "$MODE" 1 "$SECS" "$RATE" && "$TB_PY" -c 'import json, sys
 o = json.load(open(sys.argv[1]))
 if o["errors"] == 0 and o["ok"] > 0:
     print(o["lat_p50_us"], o["lat_p99_us"])' "$TB_DIR/cb.out"

@@ -123,48 +123,41 @@ tb_sluiced_stop >/dev/null 2>&1
 TB_FINISHED=1
 if [ -n "$RATE" ]; then
 	echo "$MODE, 1 client at $RATE/s, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
-	"$TB_PY" - "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    v, *f = line.split()
-    rows.setdefault(v, []).append([int(x) for x in f])
-def mm(xs):
-    return f"{statistics.median(xs):.0f} ({min(xs)}-{max(xs)})"
-print("| build | added p50, µs | added p99, µs | B1 p50 / p99 | S p50 / p99 | pairs |")
-print("| --- | --- | --- | --- | --- | --- |")
-for v, name in (("A", sys.argv[2]), ("B", sys.argv[3])):
-    p = rows.get(v, [])
-    if not p:
-        print(f"| {name} | no valid pair | | | | 0 |")
-        continue
-    print(f"| {name} | {mm([s50 - b50 for b50, _, s50, _ in p])} | "
-          f"{mm([s99 - b99 for _, b99, _, s99 in p])} | "
-          f"{statistics.median(r[0] for r in p):.0f} / "
-          f"{statistics.median(r[1] for r in p):.0f} | "
-          f"{statistics.median(r[2] for r in p):.0f} / "
-          f"{statistics.median(r[3] for r in p):.0f} | {len(p)} |")
-EOF
-	exit 0
+	kind=lat
+else
+	echo "$MODE, $CONC clients, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
+	kind=rate
 fi
-echo "$MODE, $CONC clients, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
-"$TB_PY" - "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
+# ab.txt: "LABEL B1-RATE S-RATE" (rate) or "LABEL B1-P50 B1-P99 S-P50
+# S-P99" (lat) a pair; a pair with a 0 (a failed load) is left out
+"$TB_PY" - "$kind" "$TB_DIR/ab.txt" "$NAME_A" "$NAME_B" <<'EOF'
 import statistics, sys
+kind, path, names = sys.argv[1], sys.argv[2], sys.argv[3:5]
 rows = {}
-for line in open(sys.argv[1]):
-    v, b, s = line.split()
-    if float(b) > 0 and float(s) > 0:
-        rows.setdefault(v, []).append((float(b), float(s)))
-print("| build | S/B1 median (min-max) | B1 conn/s | S conn/s | pairs |")
-print("| --- | --- | --- | --- | --- |")
-for v, name in (("A", sys.argv[2]), ("B", sys.argv[3])):
+for line in open(path):
+    v, *f = line.split()
+    f = [float(x) for x in f]
+    if all(x > 0 for x in f):
+        rows.setdefault(v, []).append(f)
+def spread(xs, fmt):
+    return (f"{statistics.median(xs):{fmt}} "
+            f"({min(xs):{fmt}}-{max(xs):{fmt}})")
+def med(p, i):
+    return f"{statistics.median(r[i] for r in p):,.0f}"
+if kind == "rate":
+    head = ["S/B1 median (min-max)", "B1 conn/s", "S conn/s"]
+    def cells(p):
+        return [spread([s / b for b, s in p], ".3f"), med(p, 0), med(p, 1)]
+else:
+    head = ["added p50, µs", "added p99, µs", "B1 p50 / p99", "S p50 / p99"]
+    def cells(p):
+        return [spread([r[2] - r[0] for r in p], ".0f"),
+                spread([r[3] - r[1] for r in p], ".0f"),
+                f"{med(p, 0)} / {med(p, 1)}", f"{med(p, 2)} / {med(p, 3)}"]
+print("| build | " + " | ".join(head) + " | pairs |")
+print("|" + " --- |" * (len(head) + 2))
+for v, name in zip("AB", names):
     p = rows.get(v, [])
-    if not p:
-        print(f"| {name} | no valid pair | | | 0 |")
-        continue
-    r = [s / b for b, s in p]
-    print(f"| {name} | {statistics.median(r):.3f} "
-          f"({min(r):.3f}-{max(r):.3f}) | "
-          f"{statistics.median(b for b, _ in p):,.0f} | "
-          f"{statistics.median(s for _, s in p):,.0f} | {len(p)} |")
+    c = cells(p) if p else ["no valid pair"] + [""] * (len(head) - 1)
+    print(f"| {name} | " + " | ".join(c) + f" | {len(p)} |")
 EOF

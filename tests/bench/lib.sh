@@ -335,6 +335,23 @@ for s in d if isinstance(d, list) else d.get("sandboxes", []):
 	bn_resolve_s
 }
 
+# bn_sluice_up_env [VAR=VALUE...]: bn_sluice_up with $TB_DIR/policy.json
+# and these in sluiced's environment (unset in this shell afterwards);
+# fails unless sluiced's environment has each.
+bn_sluice_up_env() {
+	local x rc
+
+	for x in "$@"; do export "${x?}"; done
+	bn_sluice_up "$TB_DIR/policy.json"
+	rc=$?
+	for x in "$@"; do unset "${x%%=*}"; done
+	((rc == 0)) || return 1
+	for x in "$@"; do
+		tr '\0' '\n' < "/proc/$TB_SLUICED_PID/environ" | grep -qxF -- "$x" ||
+		    { echo "bench: sluiced's environment lacks $x" >&2; return 1; }
+	done
+}
+
 # bn_repro_up NAME: the bed of a script in tests/bench/repro: tb_init NAME,
 # an exit trap that runs the script's cleanup_wt (its git worktrees) and
 # then the bed's own teardown, the bed, and $TB_DIR/policy.json, a policy
@@ -378,24 +395,41 @@ bn_rate() {
 	    sed -n 's/.*"rate": \([0-9.]*\).*/\1/p' "$TB_DIR/cb.out"
 }
 
-# bn_pairs LABEL N MODE CONC SECS FILE: N pairs of bn_rate loads under B1
-# and under S, which goes first alternating (as in run.sh), s1's binding
-# refreshed before each pair; appends "LABEL B1-RATE S-RATE" a pair to
-# FILE (0 for a load that failed).
-bn_pairs() {
-	local i b s
+# bn_lat CFG MODE CONC SECS RATE: a bn_load at RATE connections/s; prints
+# its setup latency's p50 and p99 (µs), nothing when it failed or had an
+# error.
+bn_lat() {
+	bn_load "$@" && "$TB_PY" -c 'import json, sys
+o = json.load(open(sys.argv[1]))
+if o["errors"] == 0 and o["ok"] > 0:
+    print(o["lat_p50_us"], o["lat_p99_us"])' "$TB_DIR/cb.out"
+}
 
+# bn_pairs LABEL N MODE CONC SECS FILE [RATE]: N pairs of loads under B1
+# and under S, which goes first alternating (as in run.sh), s1's binding
+# refreshed before each pair. Without RATE, closed-loop bn_rate loads,
+# and "LABEL B1-RATE S-RATE" a pair is appended to FILE (0 for a load
+# that failed); with it, bn_lat loads, and "LABEL B1-P50 B1-P99 S-P50
+# S-P99" (a pair with a failed load is left out).
+bn_pairs() {
+	local i b s f=bn_rate
+
+	[ -n "${7:-}" ] && f=bn_lat
 	for ((i = 0; i < $2; i++)); do
 		# shellcheck disable=SC2119 # a.test, its default
 		bn_resolve_s >/dev/null 2>&1
 		if ((i % 2)); then
-			s=$(bn_rate S "$3" "$4" "$5")
-			b=$(bn_rate B1 "$3" "$4" "$5")
+			s=$($f S "$3" "$4" "$5" ${7:+"$7"})
+			b=$($f B1 "$3" "$4" "$5" ${7:+"$7"})
 		else
-			b=$(bn_rate B1 "$3" "$4" "$5")
-			s=$(bn_rate S "$3" "$4" "$5")
+			b=$($f B1 "$3" "$4" "$5" ${7:+"$7"})
+			s=$($f S "$3" "$4" "$5" ${7:+"$7"})
 		fi
-		echo "$1 ${b:-0} ${s:-0}" >> "$6"
+		if [ -z "${7:-}" ]; then
+			echo "$1 ${b:-0} ${s:-0}" >> "$6"
+		elif [ -n "$b" ] && [ -n "$s" ]; then
+			echo "$1 $b $s" >> "$6"
+		fi
 	done
 }
 

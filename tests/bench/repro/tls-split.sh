@@ -7,8 +7,9 @@
 # connections/s with 16 clients under B1 and under S, alternating in
 # pairs, with one part of S's work at a time left out:
 #   base   the patched binary with nothing left out (S as shipped)
-#   proof  no proof: the decided ClientHello goes out with the allow mark,
-#          no server packet is copied, no ctnetlink mark change
+#   proof  no proof: the decided ClientHello goes out with the allow mark
+#          (under --kernel-sni, the mark is changed to allow at once),
+#          no server packet is copied
 #   log    no row for the TLS decisions (the writer's INSERT, the queue)
 #   dpi    no nDPI flow (nothing kept for it or fed to it, `app` empty;
 #          since b42973c most TLS connections are named from its cache)
@@ -18,16 +19,19 @@
 # are interleaved ROUNDS times, PAIRS pairs of SECS-second loads each.
 # Prints one line a variant: the median S/B1 and its spread, and the
 # median connection rates. Environment: ROUNDS (2), PAIRS (3), SECS (3),
-# CONC (16), VARIANTS ("base proof log dpi all"), and BENCH_SLUICED_ARGS
+# CONC (16), VARIANTS ("base proof log dpi all"), BENCH_SLUICED_ARGS
 # (more flags for sluiced, as in run.sh: "--kernel-syn on" leaves one
-# trip). About 5 minutes with the defaults. Needs root, like the bench.
+# trip), and RATE (as in ab.sh: the setup latency S adds to B1's, of CONC
+# clients, 1 unless set, at RATE connections/s, instead of the rate).
+# About 5 minutes with the defaults. Needs root, like the bench.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 ROUNDS=${ROUNDS:-2}
 PAIRS=${PAIRS:-3}
 SECS=${SECS:-3}
-CONC=${CONC:-16}
+RATE=${RATE:-}
+if [ -n "$RATE" ]; then CONC=${CONC:-1}; else CONC=${CONC:-16}; fi
 VARIANTS=${VARIANTS:-base proof log dpi all}
 CONNBENCH=${CONNBENCH:-$REPO/build/connbench}
 [ -x "$CONNBENCH" ] || make -C "$REPO" -s build/connbench >/dev/null ||
@@ -69,44 +73,21 @@ for ((r = 0; r < ROUNDS; r++)); do
 		e=$(variant_env "$v") || exit 1
 		read -r -a envs <<< "$e"
 		tb_sluiced_stop >/dev/null 2>&1
-		unset SLUICE_ABLATE_PROOF SLUICE_ABLATE_LOG SLUICE_ABLATE_DPI
-		for x in "${envs[@]}"; do export "${x?}"; done
-		bn_sluice_up "$TB_DIR/policy.json" >/dev/null 2>&1 ||
+		bn_sluice_up_env "${envs[@]}" ||
 		    { echo "tls-split: sluiced up failed ($v)" >&2; exit 1; }
-		unset SLUICE_ABLATE_PROOF SLUICE_ABLATE_LOG SLUICE_ABLATE_DPI
 		got=$(tr '\0' '\n' < "/proc/$TB_SLUICED_PID/environ" |
-		    grep '^SLUICE_ABLATE_' | sort | tr '\n' ' ')
-		want=
-		[ -z "$e" ] || want=$(printf '%s\n' "${envs[@]}" | sort | tr '\n' ' ')
-		[ "$got" = "$want" ] ||
-		    { echo "tls-split: sluiced has '$got', not '$want'" >&2; exit 1; }
-		bn_pairs "$v" "$PAIRS" tls "$CONC" "$SECS" "$TB_DIR/split.txt"
+		    grep -c '^SLUICE_ABLATE_')
+		[ "$got" = "${#envs[@]}" ] ||
+		    { echo "tls-split: sluiced has $got SLUICE_ABLATE_ variables, not ${#envs[@]}" >&2; exit 1; }
+		bn_pairs "$v" "$PAIRS" tls "$CONC" "$SECS" "$TB_DIR/split.txt" \
+		    "$RATE"
 	done
 done
 tb_sluiced_stop >/dev/null 2>&1
 # shellcheck disable=SC2034 # read by testbed.sh's exit trap
 TB_FINISHED=1
-"$TB_PY" - "$TB_DIR/split.txt" "$VARIANTS" <<'EOF'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    v, b, s = line.split()
-    if float(b) > 0 and float(s) > 0:
-        rows.setdefault(v, []).append((float(b), float(s)))
-base = None
-print("| variant | S/B1 median (min-max) | B1 conn/s | S conn/s | pairs |")
-print("| --- | --- | --- | --- | --- |")
-for v in sys.argv[2].split():
-    p = rows.get(v, [])
-    if not p:
-        print(f"| {v} | no valid pair | | | 0 |")
-        continue
-    r = [s / b for b, s in p]
-    med = statistics.median(r)
-    if v == "base":
-        base = med
-    extra = f", {med - base:+.3f} on base" if base is not None and v != "base" else ""
-    print(f"| {v} | {med:.3f} ({min(r):.3f}-{max(r):.3f}){extra} | "
-          f"{statistics.median(b for b, _ in p):,.0f} | "
-          f"{statistics.median(s for _, s in p):,.0f} | {len(p)} |")
-EOF
+kind=rate
+[ -n "$RATE" ] && kind=lat
+names=()
+for v in $VARIANTS; do names+=("$v=$v"); done
+"$TB_PY" "$HERE/pairs.py" "$kind" "$TB_DIR/split.txt" --base base "${names[@]}"

@@ -107,7 +107,7 @@ ASAN_SCENARIOS ?= [12]* 3[0-2]* 4[0-8]* 51* 62* 63*
 # The README's test command: set-up, build, unit tests (plain and under
 # ASan+UBSan), the scenarios, and part of them again with sanitized programs.
 test: deps
-	$(Q)$(MAKE) --no-print-directory -j$(JOBS) all $(UNITBIN)
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) all $(UNITBIN) $(B)/connbench
 	$(Q)sh tests/run-unit.sh $(UNITBIN)
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) asan
 	$(Q)$(MAKE) --no-print-directory fuzz

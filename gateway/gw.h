@@ -93,6 +93,8 @@ gw_now_ms(void)
 /* The server's packets on a connection under the verify mark: copies to
  * sluiced (NFLOG), for their ACK (inspect.c) */
 #define GW_VERIFY_GROUP		8
+/* ... of them, put off at once at most (inspect.c: verify_reply) */
+#define GW_LATER_MAX		64
 /* An element lives as long as the binding that admitted it, at most: */
 #define GW_FASTSYN_MAX_MS	600000
 /* First flights the kernel lets through (--kernel-sni, nfq/ksni.c): the
@@ -293,6 +295,14 @@ struct gw {
 						 * dropped it too (PAWS) */
 	uint64_t		 ksni_renew_at;	/* the lease's next renewal */
 	uint64_t		 ksni_lease_errors;
+	/* Copies of servers' packets put off until the hellos' copies are
+	 * read (inspect.c: gw_verify_settle), and how many found no room */
+	struct gw_later {
+		struct nfq_packet	 pkt;	/* a copy: headers only */
+		struct nfq_tuple	 t;
+	}			 later[GW_LATER_MAX];
+	size_t			 nlater;
+	uint64_t		 later_full;
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */
@@ -531,6 +541,10 @@ int gw_revoke(struct gw *gw, struct gw_sandbox *sb, const struct policy *old,
 int gw_verify_open(struct gw *gw, char *err, size_t errlen);
 void gw_verify_read(struct gw *gw);	/* a batch of what is waiting */
 void gw_verify_drain(struct gw *gw);	/* all of it */
+/* What was put off because it had to wait for the hellos' copies, after
+ * reading them; only where no copy is being read (a read's callbacks may
+ * not start another read of either socket). */
+void gw_verify_settle(struct gw *gw);
 void gw_verify_refusals(struct gw *gw);	/* mark changes refused */
 void gw_verify_close(struct gw *gw);	/* safe when not open */
 

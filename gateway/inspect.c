@@ -1327,7 +1327,7 @@ proof_mark(struct gw *gw, const struct nfq_packet *pkt,
  */
 static void
 verify_reply(struct gw *gw, const struct nfq_packet *pkt,
-    const struct nfq_tuple *t, uint64_t now)
+    const struct nfq_tuple *t, bool settling, uint64_t now)
 {
 	struct nfq_flow_key key;
 	struct nfq_flow *fl;
@@ -1341,14 +1341,35 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
 	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
-	    !h->verifying && !h->stale) {
-		/* under the verify mark with nothing out to prove: the
+	    !h->verifying && !h->stale && pkt->copy && !settling) {
+		/*
+		 * Under the verify mark with nothing out to prove: the
 		 * kernel let the hello out, and its copy, made before it
-		 * went on, may be waiting unread. Read it first, or this
+		 * went on, may be waiting unread. It is read first, or this
 		 * packet would set the mark back to inspect and the proof
-		 * would never be copied */
-		(void)gw_fastsyn_drain(gw);
-		h = hold_find(gw->holds, &key);
+		 * would never be copied; but not from here, inside a read of
+		 * copies: that read's SYNs would read these copies in turn,
+		 * each read's buffers under the other's feet (sluiced
+		 * crashed so at 16 clients with both kernel switches on,
+		 * 2026-12-02). So this copy waits, headers only, until the
+		 * read is over (gw_verify_settle). With no room, it is
+		 * taken as it is: the mark goes back to inspect, and the
+		 * connection is reset when its proof does not come.
+		 */
+		if (gw->nlater < GW_LATER_MAX) {
+			struct gw_later *l = &gw->later[gw->nlater++];
+
+			l->pkt = *pkt;
+			l->pkt.payload = NULL;
+			l->pkt.len = 0;
+			l->t = *t;
+			l->t.tcp_opts = NULL;
+			l->t.tcp_optlen = 0;
+			l->t.l4_payload = NULL;
+			l->t.l4_len = 0;
+			return;
+		}
+		gw->later_full++;
 	}
 	if (h == NULL) {
 		if (pkt->copy)
@@ -1432,7 +1453,7 @@ on_proof(void *arg, const struct nfq_packet *pkt)
 	if (nfq_packet_parse_head(pkt->payload, pkt->len, &t) !=
 	    NFQ_PARSE_OK || t.proto != IPPROTO_TCP)
 		return 0;
-	verify_reply(gw, pkt, &t, gw_now_ms());
+	verify_reply(gw, pkt, &t, false, gw_now_ms());
 	return 0;
 }
 
@@ -1480,6 +1501,22 @@ gw_verify_drain(struct gw *gw)
 }
 
 void
+gw_verify_settle(struct gw *gw)
+{
+	size_t i;
+
+	if (gw->nlater == 0)
+		return;
+	/* the hellos' copies first; their SYNs' reads of server copies may
+	 * put more off, taken in turn */
+	(void)gw_fastsyn_drain(gw);
+	for (i = 0; i < gw->nlater; i++)
+		verify_reply(gw, &gw->later[i].pkt, &gw->later[i].t, true,
+		    gw_now_ms());
+	gw->nlater = 0;
+}
+
+void
 gw_verify_close(struct gw *gw)
 {
 	nfq_nflog_close(gw->vlog);
@@ -1498,7 +1535,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 	bool copies_read = true;
 
 	if (sb == NULL && (pkt->mark & GW_MARK_MASK) == GW_MARK_VERIFY) {
-		verify_reply(gw, pkt, t, now);
+		verify_reply(gw, pkt, t, false, now);
 		return;
 	}
 	flow_key(pkt, t, &key);
@@ -1510,6 +1547,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * client's packet then meets the state the proof left,
 		 * which may have freed the hold */
 		gw_verify_drain(gw);
+		gw_verify_settle(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
@@ -1519,6 +1557,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * it, or this packet's bytes would be taken for the
 		 * flight's first */
 		(void)gw_fastsyn_drain(gw);
+		gw_verify_settle(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h != NULL && h->stale && sb != NULL) {
@@ -1556,6 +1595,7 @@ gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
 		 * entry. When not, the entry is not trusted.
 		 */
 		copies_read = gw_fastsyn_drain(gw);
+		gw_verify_settle(gw);
 		h = hold_find(gw->holds, &key);
 	}
 	if (h == NULL) {

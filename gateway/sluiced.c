@@ -397,11 +397,13 @@ main(int argc, char **argv)
 		 * before the client packets that answer them */
 		if (pfd[7].revents & POLLIN)
 			gw_verify_read(&gw);
+		gw_verify_settle(&gw);	/* what had to wait for the hellos */
 		if (pfd[8].revents & POLLIN)
 			gw_verify_refusals(&gw);
 		if (pfd[0].revents & POLLIN) {
 			if (nfq_queue_recv(gw.queue, on_packet, &gw) == -1)
 				log_warn("queue receive");
+			gw_verify_settle(&gw);
 		}
 		dns_resolver_process(gw.resolver, pfd + NFIXED, ndns, gw_now_ms());
 		gw_inspect_expire(&gw, gw_now_ms());

@@ -106,6 +106,7 @@ worker_main(void *arg)
 		gw->queue = w->queue;
 		if (nfq_queue_recv(w->queue, w->cb, gw) == -1)
 			log_warn("queue %u: receive", nfq_queue_num(w->queue));
+		gw_verify_settle(gw);
 		wake_main(gw);
 		pthread_mutex_unlock(&gw->lock);
 	}

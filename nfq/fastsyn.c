@@ -450,6 +450,14 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 {
 	int i, n, got = 0;
 
+	/* not from a callback of this reader: the batch being handled is
+	 * in the buffers the next read would fill (a bug of the caller's;
+	 * refused, so that the copies wait instead of being overwritten) */
+	if (l->cb != NULL) {
+		l->dry = false;
+		errno = EDEADLK;
+		return -1;
+	}
 	l->cb = cb;
 	l->cb_arg = arg;
 	l->handled = 0;

@@ -760,7 +760,8 @@ int nfq_nflog_fd(const struct nfq_nflog *l);
 /*
  * Reads what is pending (non-blocking, at most 64 datagrams) and calls cb
  * with each copy (pkt->copy set, pkt->id 0); cb's return is ignored.
- * Returns the number of copies, or -1 with errno on a socket error.
+ * Returns the number of copies, or -1 with errno on a socket error, or
+ * EDEADLK when called from one of l's own callbacks (nothing is read).
  */
 int nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg);
 /* True when the last nfq_nflog_recv read the socket dry (it ended on

@@ -19,7 +19,7 @@ enum {
 	OPT_RETAIN_DAYS, OPT_CAPTURE_DENIED, OPT_METRICS_SOCKET, OPT_METRICS_LISTEN,
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
-	OPT_KERNEL_SYN, OPT_HTTP_IDLE, OPT_KERNEL_SNI,
+	OPT_KERNEL_SYN, OPT_HTTP_IDLE, OPT_KERNEL_SNI, OPT_COPY_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -51,6 +51,7 @@ static const struct option long_opts[] = {
 	{ "kernel-syn",		required_argument, NULL, OPT_KERNEL_SYN },
 	{ "kernel-sni",		required_argument, NULL, OPT_KERNEL_SNI },
 	{ "http-idle",		required_argument, NULL, OPT_HTTP_IDLE },
+	{ "copy-interval",	required_argument, NULL, OPT_COPY_INTERVAL },
 	{ "teardown",		no_argument,	   NULL, OPT_TEARDOWN },
 	{ "help",		no_argument,	   NULL, OPT_HELP },
 	{ "version",		no_argument,	   NULL, OPT_VERSION },
@@ -68,7 +69,7 @@ static const char usage_text[] =
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"
 "               [--limit-dns-burst N] [--limit-holds N] [--kernel-syn on|off]\n"
-"               [--kernel-sni on|off]\n"
+"               [--kernel-sni on|off] [--copy-interval MS]\n"
 "               [--http-idle S] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
@@ -116,6 +117,11 @@ static const char usage_text[] =
 "                     segment with the same sandbox, destination, port and\n"
 "                     server name while the binding lasts, copied to sluiced,\n"
 "                     which decides each again (default off)\n"
+"  --copy-interval MS  read the kernel's copies (of the SYNs and hellos it\n"
+"                     let through, of servers' answers to a first flight)\n"
+"                     every MS ms while they keep coming, not as each comes:\n"
+"                     a packet that needs one has them read first; 0..100\n"
+"                     (default 0: as each comes)\n"
 "  --http-idle S      an HTTP connection (every request read) with no packet\n"
 "                     either way for S seconds is forgotten; its next request\n"
 "                     is refused (default 120)\n"
@@ -209,6 +215,9 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 			return -1;
 		}
 		break;
+	case OPT_COPY_INTERVAL:
+		return parse_uint(name, val, GW_COPY_INTERVAL_MAX,
+		    &cfg->copy_interval);
 	case OPT_QUEUE_BALANCE:
 		if (parse_uint(name, val, GW_QUEUES_MAX, &cfg->queue_balance) == -1)
 			return -1;
@@ -292,7 +301,7 @@ load_config_file(struct gw_config *cfg, const char *path)
 		    o->val == OPT_LIMIT_CONN_BURST || o->val == OPT_LIMIT_DNS_RATE ||
 		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
 		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE ||
-		    o->val == OPT_HTTP_IDLE)) {
+		    o->val == OPT_HTTP_IDLE || o->val == OPT_COPY_INTERVAL)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",

@@ -307,6 +307,15 @@ handle(struct gw *gw, json_t *req)
 			    "learn_errors", (json_int_t)ks.add_errors,
 			    "clears", (json_int_t)ks.clears));
 		}
+		/* the kernel's copies: read as they come, or not waited for
+		 * (--copy-interval) */
+		if (o != NULL)
+			json_object_set_new(o, "copies", json_pack(
+			    "{s:i, s:I, s:I, s:I}",
+			    "interval_ms", (int)gw->cfg.copy_interval,
+			    "woken", (json_int_t)gw->copies_woken,
+			    "unwaited", (json_int_t)gw->copies_unwaited,
+			    "put_off_full", (json_int_t)gw->later_full));
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

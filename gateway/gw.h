@@ -95,6 +95,10 @@ gw_now_ms(void)
 #define GW_VERIFY_GROUP		8
 /* ... of them, put off at once at most (inspect.c: verify_reply) */
 #define GW_LATER_MAX		64
+/* --copy-interval: the longest wait between reads of those copies, and
+ * how long after the last one the loop waits for them again instead */
+#define GW_COPY_INTERVAL_MAX	100
+#define GW_COPY_IDLE_MS		1000
 /* An element lives as long as the binding that admitted it, at most: */
 #define GW_FASTSYN_MAX_MS	600000
 /* First flights the kernel lets through (--kernel-sni, nfq/ksni.c): the
@@ -196,6 +200,8 @@ struct gw_config {
 	bool		 kernel_sni;		/* --kernel-sni (nfq/ksni.c) */
 	unsigned	 limit_holds;		/* per sandbox; 0: no bound */
 	unsigned	 http_idle;		/* s: --http-idle */
+	unsigned	 copy_interval;		/* ms: --copy-interval; 0: as
+						 * each copy comes */
 	bool		 foreground;
 	bool		 verbose;
 	bool		 teardown;
@@ -284,6 +290,11 @@ struct gw {
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
 	uint64_t		 nflog_lost_seen;	/* overruns last read */
 	uint64_t		 nflog_lost_ms;	/* when they last grew (0: never) */
+	uint64_t		 copies_seen_ms;	/* --copy-interval: a read
+						 * last found copies (0: never) */
+	uint64_t		 copies_woken;	/* passes a copy woke */
+	uint64_t		 copies_unwaited; /* passes that found copies
+						 * without waiting for them */
 	/* --kernel-sni: the program (NULL: every first flight is queued),
 	 * whether the ruleset passes first flights by it, and what became
 	 * of those it passed (inspect.c) */

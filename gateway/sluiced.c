@@ -205,6 +205,24 @@ daemonize(void)
 	}
 }
 
+/* Copies read so far, of both kinds (--copy-interval). */
+static uint64_t
+copies_read(const struct gw *gw)
+{
+	struct nfq_nflog_stats st;
+	uint64_t n = 0;
+
+	if (gw->nflog != NULL) {
+		nfq_nflog_stats(gw->nflog, &st);
+		n += st.packets;
+	}
+	if (gw->vlog != NULL) {
+		nfq_nflog_stats(gw->vlog, &st);
+		n += st.packets;
+	}
+	return n;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -317,7 +335,8 @@ main(int argc, char **argv)
 		size_t ndns, nctl, nmet;
 		int timeout, itimeout, ctimeout, mtimeout, ltimeout;
 		uint64_t now;
-		bool behind;
+		bool behind, lazy;
+		uint64_t copies;
 
 		/* with --queue-balance the workers read the queues, and the
 		 * state they share is this loop's only outside poll() */
@@ -373,6 +392,25 @@ main(int argc, char **argv)
 			timeout = mtimeout;
 		if (behind && (timeout < 0 || timeout > 2))
 			timeout = 2;
+		/*
+		 * --copy-interval: while copies keep coming, the loop does
+		 * not wait for them. Each copy would wake it at the moment
+		 * its packet goes on, when the client and the server want
+		 * the CPUs for what the packet starts; so they are read
+		 * every pass instead, and at least every copy_interval ms.
+		 * Nothing waits for them: a queued packet that needs one
+		 * has them read first (inspect.c), and each pass reads them
+		 * before conntrack's ends. A second with none, and the loop
+		 * waits for the next one again.
+		 */
+		lazy = gw.cfg.copy_interval > 0 && gw.copies_seen_ms != 0 &&
+		    now - gw.copies_seen_ms < GW_COPY_IDLE_MS;
+		if (lazy) {
+			pfd[5].fd = -1;
+			pfd[7].fd = -1;
+			if (timeout < 0 || timeout > (int)gw.cfg.copy_interval)
+				timeout = (int)gw.cfg.copy_interval;
+		}
 		/* holds and rate-limit entries the workers make from here
 		 * on are due after this, or they wake the loop (workers.c) */
 		gw.wake_at = timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout;
@@ -391,13 +429,26 @@ main(int argc, char **argv)
 		}
 		/* copies of SYNs the kernel let through, before the first
 		 * flights that follow them */
-		if (pfd[5].revents & POLLIN)
+		copies = copies_read(&gw);
+		if (lazy)
+			(void)gw_fastsyn_drain(&gw);	/* all: none woke it */
+		else if (pfd[5].revents & POLLIN)
 			gw_fastsyn_read(&gw);
 		/* copies of server packets (the proof of first flights),
 		 * before the client packets that answer them */
-		if (pfd[7].revents & POLLIN)
+		if (lazy)
+			gw_verify_drain(&gw);
+		else if (pfd[7].revents & POLLIN)
 			gw_verify_read(&gw);
 		gw_verify_settle(&gw);	/* what had to wait for the hellos */
+		if (copies_read(&gw) != copies) {
+			if (lazy)
+				gw.copies_unwaited++;
+			else
+				gw.copies_woken++;
+			if (gw.cfg.copy_interval > 0)
+				gw.copies_seen_ms = gw_now_ms();
+		}
 		if (pfd[8].revents & POLLIN)
 			gw_verify_refusals(&gw);
 		if (pfd[0].revents & POLLIN) {

@@ -139,6 +139,7 @@ test_flags_only(void **state)
 	assert_false(cfg.kernel_syn);			/* off by default */
 	assert_false(cfg.kernel_sni);			/* off by default */
 	assert_int_equal(cfg.http_idle, 120);
+	assert_int_equal(cfg.copy_interval, 0);		/* as each comes */
 	gw_config_free(&cfg);
 }
 
@@ -196,6 +197,43 @@ test_http_idle(void **state)
 	assert_int_equal(parse(&cfg, zero), -1);
 	gw_config_free(&cfg);
 	assert_int_equal(parse(&cfg, big), -1);
+	gw_config_free(&cfg);
+}
+
+/* --copy-interval: ms, 0..100, as a flag or a key (a number or text); the
+ * flag wins over the file. */
+static void
+test_copy_interval(void **state)
+{
+	struct fixture *fx = *state;
+	struct gw_config cfg;
+	char *flag[] = { "sluiced", "--copy-interval", "5", NULL };
+	char *file[] = { "sluiced", "-c", fx->path, NULL };
+	char *both[] = { "sluiced", "-c", fx->path, "--copy-interval", "0",
+	    NULL };
+	char *big[] = { "sluiced", "--copy-interval", "101", NULL };
+	char *neg[] = { "sluiced", "--copy-interval", "-1", NULL };
+	char *text[] = { "sluiced", "--copy-interval", "5ms", NULL };
+
+	assert_int_equal(parse(&cfg, flag), 0);
+	assert_int_equal(cfg.copy_interval, 5);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"copy-interval\": 100}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_int_equal(cfg.copy_interval, 100);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"copy-interval\": \"20\"}");
+	assert_int_equal(parse(&cfg, file), 0);
+	assert_int_equal(cfg.copy_interval, 20);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, both), 0);
+	assert_int_equal(cfg.copy_interval, 0);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, big), -1);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, neg), -1);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, text), -1);
 	gw_config_free(&cfg);
 }
 
@@ -298,6 +336,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_kernel_syn, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_sni, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_copy_interval, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_http_idle, setup,
 		    teardown),

@@ -34,6 +34,14 @@ tb_assert_eq "$?" 1 "unknown command: exit 1"
 "$SLUICE" sandbox add >/dev/null 2>&1
 tb_assert_eq "$?" 1 "missing arguments: exit 1"
 tb_assert_match "$("$SLUICE" --help 2>&1)" "sandbox add" "--help lists the commands"
+# every flag sluiced --help names is in sluiced(8) and in the README's table
+undocumented=
+for f in $("$SLUICED" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	grep -q -- "Fl -${f#--}\b" "$REPO/deploy/man/sluiced.8" &&
+	    grep -qE -- "^\|[^|]*$f[ \`]" "$REPO/README.md" ||
+	    undocumented+=" $f"
+done
+tb_assert_eq "${undocumented:-none}" none "sluiced's flags in sluiced(8) and the README"
 
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }

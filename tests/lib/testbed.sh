@@ -757,6 +757,47 @@ tb_server_sockets() {
 	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
 }
 
+# tb_overrule_gap NAME: sandbox ${P}-NAME, whose x.evil.test hello the
+# kernel-SNI program has learned, sends one that the program passes and
+# sluiced must overrule: it lies 100 bytes past the stream's start, which
+# the program cannot see (rawtcp.py overlap --how gap; scenarios 64, 65).
+# The attacker's TCP holds it out of order and never reads it. Checked:
+# no answer; kernel_sni.overruled one more; the attacker host received
+# that hello and nothing after it, and a reset; the attempt's one row,
+# malformed_tls.
+tb_overrule_gap() {
+	local atk_bytes atk_rst over0 id0 out len
+
+	atk_bytes=$(tb_attacker_payload_bytes proto=tcp dport=443)
+	atk_rst=$(tb_attacker_packet_count proto=tcp dport=443 flags=R)
+	over0=$(tb_status kernel_sni.overruled)
+	id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+	# (the client is reset at its next segment, by the ruleset: rawtcp
+	# sends none, so it sees a timeout or, if its dup ACK came late, a
+	# reset)
+	out=$(tb_in "$1" "$TB_PY" "$TB_LIB/rawtcp.py" "$TB_ADDR_ATK" 443 \
+	    overlap --how gap --sni x.evil.test --sni2 y.evil.test)
+	tb_check "a hello past the stream's start, through the kernel: no answer ($out)" \
+	    _tb_not_answered "$out"
+	sleep 0.3
+	tb_assert_eq "$(tb_status kernel_sni.overruled)" "$((over0 + 1))" \
+	    "kernel_sni.overruled one more"
+	len=$(tb_in "$1" "$TB_PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import rawtcp
+print(len(rawtcp.tls12_hello("x.evil.test")))' "$TB_LIB")
+	tb_assert_eq "$(($(tb_attacker_payload_bytes proto=tcp dport=443) - atk_bytes))" \
+	    "$len" "the attacker received the hello ($len bytes) and nothing after it"
+	tb_check "and a reset for its side" \
+	    [ "$(tb_attacker_packet_count proto=tcp dport=443 flags=R)" -gt "$atk_rst" ]
+	tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_ip = '$TB_ADDR_ATK'" 1 >/dev/null
+	tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE id > $id0 AND dst_ip = '$TB_ADDR_ATK'")" \
+	    "deny|malformed_tls" "its one row: malformed_tls"
+}
+
+_tb_not_answered() {
+	[ -n "$1" ] && ! printf '%s' "$1" | grep -q -- result=answered
+}
+
 # tb_attacker_packet_count [KEY=VALUE...]: packets that reached the
 # attacker, e.g. proto=tcp dport=4444, src=198.51.100.2, flags=S.
 tb_attacker_packet_count() {

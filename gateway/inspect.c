@@ -1341,7 +1341,14 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
 	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
-	    !h->verifying && !h->stale && pkt->copy && !settling) {
+	    !h->verifying && !h->stale && !pkt->copy) {
+		/* queued (no copy is being read): the hellos' copies are
+		 * read now (below: why) */
+		(void)gw_fastsyn_drain(gw);
+		gw_verify_settle(gw);
+		h = hold_find(gw->holds, &key);
+	} else if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
+	    !h->verifying && !h->stale && !settling) {
 		/*
 		 * Under the verify mark with nothing out to prove: the
 		 * kernel let the hello out, and its copy, made before it

@@ -1341,29 +1341,26 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
 	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
-	    !h->verifying && !h->stale && !pkt->copy) {
-		/* queued (no copy is being read): the hellos' copies are
-		 * read now (below: why) */
-		(void)gw_fastsyn_drain(gw);
-		gw_verify_settle(gw);
-		h = hold_find(gw->holds, &key);
-	} else if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
 	    !h->verifying && !h->stale && !settling) {
 		/*
 		 * Under the verify mark with nothing out to prove: the
 		 * kernel let the hello out, and its copy, made before it
 		 * went on, may be waiting unread. It is read first, or this
 		 * packet would set the mark back to inspect and the proof
-		 * would never be copied; but not from here, inside a read of
-		 * copies: that read's SYNs would read these copies in turn,
-		 * each read's buffers under the other's feet (sluiced
-		 * crashed so at 16 clients with both kernel switches on,
-		 * 2026-12-02). So this copy waits, headers only, until the
-		 * read is over (gw_verify_settle). With no room, it is
-		 * taken as it is: the mark goes back to inspect, and the
-		 * connection is reset when its proof does not come.
+		 * would never be copied. A queued packet has it read now; a
+		 * copy is read inside a read of copies, whose SYNs would
+		 * read these copies in turn, each read's buffers under the
+		 * other's feet (sluiced crashed so at 16 clients with both
+		 * kernel switches on, 2026-12-02). So a copy waits, headers
+		 * only, until the read is over (gw_verify_settle). With no
+		 * room, it is taken as it is: the mark goes back to inspect,
+		 * and the connection is reset when its proof does not come.
 		 */
-		if (gw->nlater < GW_LATER_MAX) {
+		if (!pkt->copy) {
+			(void)gw_fastsyn_drain(gw);
+			gw_verify_settle(gw);
+			h = hold_find(gw->holds, &key);
+		} else if (gw->nlater < GW_LATER_MAX) {
 			struct gw_later *l = &gw->later[gw->nlater++];
 
 			l->pkt = *pkt;
@@ -1375,8 +1372,9 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 			l->t.l4_payload = NULL;
 			l->t.l4_len = 0;
 			return;
+		} else {
+			gw->later_full++;
 		}
-		gw->later_full++;
 	}
 	if (h == NULL) {
 		if (pkt->copy)

@@ -26,7 +26,7 @@ EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
 tls() { tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$@"; }
 ks() { tb_status "kernel_sni.$1"; }
-cp() { tb_status "copies.$1"; }
+copies() { tb_status "copies.$1"; }
 q() { tb_sql "$1"; }
 served() { grep -c "sni=$1" "$TB_DIR/nginx.access.log"; }
 # burst ADDR NAME N [raw]: N connections to NAME at ADDR:443, one after
@@ -63,7 +63,7 @@ print(ok)
 EOF
 }
 
-tb_assert_eq "$(cp interval_ms)" 20 "copies.interval_ms"
+tb_assert_eq "$(copies interval_ms)" 20 "copies.interval_ms"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
 tb_assert_eq "$(tb_in a dig +short x.evil.test)" "$TB_ADDR_ATK" "x.evil.test resolves"
 # the first is queued (SYN and hello) and learned; the rest pass in the
@@ -74,8 +74,8 @@ tb_assert_eq "$(served a.test)" 40 "nginx served the 40 pages"
 tb_check "their hellos went out in the kernel (kernel_sni.approved $(ks approved))" \
     [ "$(ks approved)" -ge 39 ]
 tb_assert_eq "$(ks copies)" "$(ks approved)" "each one's copy read"
-tb_check "copies read without waiting for them (copies.unwaited $(cp unwaited))" \
-    [ "$(cp unwaited)" -gt 0 ]
+tb_check "copies read without waiting for them (copies.unwaited $(copies unwaited))" \
+    [ "$(copies unwaited)" -gt 0 ]
 tb_wait_rows "SELECT count(*) FROM flows WHERE sni = 'a.test'" 41 >/dev/null
 tb_assert_eq "$(q "SELECT verdict, reason, app, count(*) FROM flows WHERE sni = 'a.test' GROUP BY 1, 2, 3")" \
     "allow|allowed_domain|TLS|41" "41 rows, each allowed and named"
@@ -106,19 +106,19 @@ tb_assert_eq "$(tb_attacker_payload_bytes proto=tcp dport=443)" "$atk_bytes" "th
 
 # a second without copies: the next one wakes the loop again
 sleep 1.5
-woken=$(cp woken)
+woken=$(copies woken)
 tb_assert_eq "$(tls "$TB_ADDR_HTTPS" 443 --sni a.test)" "answered" "a.test after a quiet second"
-tb_check "its copies were waited for (copies.woken $(cp woken) > $woken)" \
-    [ "$(cp woken)" -gt "$woken" ]
+tb_check "its copies were waited for (copies.woken $(copies woken) > $woken)" \
+    [ "$(copies woken)" -gt "$woken" ]
 tb_check "sluiced stops" tb_sluiced_term
 
 # without the flag (0, the default): every copy is waited for
 tb_sluiced_start --kernel-syn on --kernel-sni on || tb_fail "sluiced up without --copy-interval"
-tb_assert_eq "$(cp interval_ms)" 0 "copies.interval_ms 0"
+tb_assert_eq "$(copies interval_ms)" 0 "copies.interval_ms 0"
 tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves again"
 tb_assert_eq "$(tls "$TB_ADDR_HTTPS" 443 --sni a.test)" "answered" "a.test (queued)"
 tb_assert_eq "$(burst "$TB_ADDR_HTTPS" a.test 20)" 20 "20 more: all answered"
-tb_check "copies waited for (copies.woken $(cp woken))" [ "$(cp woken)" -gt 0 ]
-tb_assert_eq "$(cp unwaited)" 0 "none read unwaited"
+tb_check "copies waited for (copies.woken $(copies woken))" [ "$(copies woken)" -gt 0 ]
+tb_assert_eq "$(copies unwaited)" 0 "none read unwaited"
 tb_check "sluiced stops" tb_sluiced_term
 tb_done

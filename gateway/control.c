@@ -192,7 +192,7 @@ handle(struct gw *gw, json_t *req)
 		struct store_stats st;
 		struct dns_resolver_stats ds;
 		struct gw_reaper_stats rs;
-		struct nfq_nflog_stats vs = { 0, 0, 0 };
+		struct nfq_nflog_stats vs = { 0 };
 		json_t *o;
 
 		store_stats(gw->store, &st);
@@ -309,13 +309,19 @@ handle(struct gw *gw, json_t *req)
 		}
 		/* the kernel's copies: read as they come, or not waited for
 		 * (--copy-interval) */
-		if (o != NULL)
+		if (o != NULL) {
+			struct nfq_nflog_stats ls = { 0 };
+
+			if (gw->nflog != NULL)
+				nfq_nflog_stats(gw->nflog, &ls);
 			json_object_set_new(o, "copies", json_pack(
-			    "{s:i, s:I, s:I, s:I}",
+			    "{s:i, s:I, s:I, s:I, s:I}",
 			    "interval_ms", (int)gw->cfg.copy_interval,
 			    "woken", (json_int_t)gw->copies_woken,
 			    "unwaited", (json_int_t)gw->copies_unwaited,
-			    "put_off_full", (json_int_t)gw->later_full));
+			    "put_off_full", (json_int_t)gw->later_full,
+			    "lost", (json_int_t)ls.dropped));
+		}
 		/* deleted sandboxes' veths, removed in the background */
 		if (o != NULL)
 			json_object_set_new(o, "reaper", json_pack(

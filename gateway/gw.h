@@ -289,6 +289,8 @@ struct gw {
 	uint64_t		 fastsyn_copies;	/* SYNs it let through */
 	uint64_t		 fastsyn_stale;	/* ... decided otherwise now */
 	uint64_t		 nflog_lost_seen;	/* overruns last read */
+	uint64_t		 nflog_dropped_logged;	/* dropped, counted in
+							 * lost_records */
 	uint64_t		 nflog_lost_ms;	/* when they last grew (0: never) */
 	uint64_t		 copies_seen_ms;	/* --copy-interval: a read
 						 * last found copies (0: never) */

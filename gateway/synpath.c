@@ -435,14 +435,21 @@ gw_fastsyn_open(struct gw *gw)
 
 /* Copies the kernel could not hand over (the socket full): a first flight
  * it let out without one has no row of its own, and its connection ends
- * undecided (hold_timeout). The kernel-SNI table is emptied, so that no
- * more pass by it until sluiced has read and allowed them again. */
+ * undecided (hold_timeout). How many is counted in lost_records (kind
+ * flow, kernel_dropped) once known, when the socket has been read dry.
+ * The kernel-SNI table is emptied, so that no more pass by it until
+ * sluiced has read and allowed them again. */
 static void
 copies_lost(struct gw *gw, uint64_t now)
 {
 	struct nfq_nflog_stats st;
 
 	nfq_nflog_stats(gw->nflog, &st);
+	if (st.dropped > gw->nflog_dropped_logged) {
+		store_count_flows_dropped(gw->store,
+		    st.dropped - gw->nflog_dropped_logged);
+		gw->nflog_dropped_logged = st.dropped;
+	}
 	if (st.overruns == gw->nflog_lost_seen)
 		return;
 	gw->nflog_lost_seen = st.overruns;

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
@@ -302,7 +303,7 @@ nfq_fastsyn_close(struct nfq_fastsyn *fs)
  * NFLOG_DGRAM_SIZE is damaged and skipped. */
 #define NFLOG_RECV_VLEN		8
 #define NFLOG_DGRAM_SIZE	NFQ_NFLOG_DGRAM_MAX
-#define NFLOG_RCVBUF		(4 * 1024 * 1024)
+#define NFLOG_RCVBUF		(16 * 1024 * 1024)
 
 struct nfq_nflog {
 	struct mnl_socket	*nl;
@@ -314,11 +315,61 @@ struct nfq_nflog {
 	int			 handled;
 	bool			 dry;	/* the last read found the socket
 					 * empty */
+	bool			 count_drops;	/* an ENOBUFS since the
+						 * drop counter was read */
+	uint64_t		 drops_read;	/* that counter, last read */
+	uint64_t		 overruns_counted;	/* stats.overruns
+							 * then */
 	struct nfq_nflog_stats	 stats;
 	struct mmsghdr		 msgs[NFLOG_RECV_VLEN];
 	struct iovec		 iov[NFLOG_RECV_VLEN];
 	alignas(struct nlmsghdr) char buf[NFLOG_RECV_VLEN][NFLOG_DGRAM_SIZE];
 };
+
+/*
+ * The socket's drop counter (sk_drops: the Drops column of
+ * /proc/net/netlink in the calling thread's namespace, the line found by
+ * the socket's inode), or -1 when it cannot be read. ENOBUFS says only
+ * that copies were dropped, once per congestion; this says how many.
+ */
+static int64_t
+nflog_kernel_drops(const struct nfq_nflog *l)
+{
+	char line[256];
+	unsigned long long drops, ino;
+	struct stat st;
+	int64_t n = -1;
+	FILE *f;
+
+	if (fstat(mnl_socket_get_fd(l->nl), &st) == -1 ||
+	    (f = fopen("/proc/thread-self/net/netlink", "re")) == NULL)
+		return -1;
+	/* sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode */
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "%*s %*d %*u %*x %*d %*d %*d %*d %llu %llu",
+		    &drops, &ino) == 2 && ino == (unsigned long long)st.st_ino) {
+			n = (int64_t)drops;
+			break;
+		}
+	fclose(f);
+	return n;
+}
+
+/* Adds the copies dropped since the last count to stats.dropped: by the
+ * kernel's counter, or one for each ENOBUFS when it cannot be read. */
+static void
+count_drops(struct nfq_nflog *l)
+{
+	int64_t n = nflog_kernel_drops(l);
+
+	l->count_drops = false;
+	if (n >= 0 && (uint64_t)n > l->drops_read) {
+		l->stats.dropped += (uint64_t)n - l->drops_read;
+		l->drops_read = (uint64_t)n;
+	} else if (n < 0)
+		l->stats.dropped += l->stats.overruns - l->overruns_counted;
+	l->overruns_counted = l->stats.overruns;
+}
 
 static int
 nflog_config(struct nfq_nflog *l, uint16_t group, const void *attr,
@@ -479,6 +530,7 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 			 * refused (fail closed) */
 			if (errno == ENOBUFS) {
 				l->stats.overruns++;
+				l->count_drops = true;
 				got++;
 				continue;
 			}
@@ -498,6 +550,10 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 		}
 	}
 	l->cb = NULL;
+	/* once read dry the socket is no longer congested: a drop after
+	 * this raises ENOBUFS again, so the counter read now has them all */
+	if (l->count_drops && l->dry)
+		count_drops(l);
 	return l->handled;
 }
 

@@ -741,6 +741,10 @@ struct nfq_nflog;
 struct nfq_nflog_stats {
 	uint64_t	packets;	/* copies read */
 	uint64_t	overruns;	/* ENOBUFS: copies the kernel dropped */
+	uint64_t	dropped;	/* how many: counted once the socket is
+					 * read dry after an ENOBUFS, from the
+					 * kernel's drop counter (one an
+					 * ENOBUFS when it cannot be read) */
 	uint64_t	bad_messages;
 };
 

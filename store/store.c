@@ -704,17 +704,29 @@ count_lost(struct store *s, enum store_rec_kind kind,
 		pthread_cond_signal(&s->wake);
 }
 
-void
-store_count_dns_dropped(struct store *s, uint64_t n)
+static void
+count_dropped(struct store *s, enum store_rec_kind kind, uint64_t n)
 {
 	if (s == NULL || n == 0)
 		return;
 	pthread_mutex_lock(&s->lock);
-	s->lost.n[STORE_REC_DNS][STORE_LOST_KERNEL_DROPPED] += n;
+	s->lost.n[kind][STORE_LOST_KERNEL_DROPPED] += n;
 	s->lost_total += n;
 	if (s->count == 0)
 		pthread_cond_signal(&s->wake);
 	pthread_mutex_unlock(&s->lock);
+}
+
+void
+store_count_dns_dropped(struct store *s, uint64_t n)
+{
+	count_dropped(s, STORE_REC_DNS, n);
+}
+
+void
+store_count_flows_dropped(struct store *s, uint64_t n)
+{
+	count_dropped(s, STORE_REC_FLOW, n);
 }
 
 /* Refuses a record with errno e; counted when there is a store to count. */

@@ -145,6 +145,14 @@ int store_put_dns(struct store *s, const struct store_dns *d);
  */
 void store_count_dns_dropped(struct store *s, uint64_t n);
 
+/*
+ * The same, kind "flow", for n copies of SYNs and first flights the kernel
+ * let through (--kernel-syn, --kernel-sni) and dropped before sluiced
+ * read them (its socket was full): each a connection that may have no
+ * row of its own. NULL-safe.
+ */
+void store_count_flows_dropped(struct store *s, uint64_t n);
+
 /* A sandbox was created (event "add") or deleted ("del"). */
 int store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
     const char *event, const char *ifname, const char *addr);

@@ -2809,6 +2809,30 @@ wait_lost_persisted(struct store *s, uint64_t n)
 	    (unsigned long long)st.lost_persisted, (unsigned long long)n);
 }
 
+/* What the kernel dropped before sluiced read it: counted by kind, with
+ * reason kernel_dropped, the writer woken for it; nothing for 0 or NULL. */
+static void
+test_kernel_dropped(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .flush_ms = 20 };
+	struct store *s;
+	char buf[256];
+
+	s = open_ok(fx->path, &opts);
+	usleep(50000);	/* the writer is asleep on an empty queue */
+	store_count_flows_dropped(s, 0);
+	store_count_flows_dropped(NULL, 7);
+	store_count_dns_dropped(NULL, 7);
+	store_count_flows_dropped(s, 8199);
+	store_count_flows_dropped(s, 3);
+	store_count_dns_dropped(s, 5);
+	wait_lost_persisted(s, 8207);
+	store_close(s);
+	assert_string_equal(lost_summary(fx->path, buf, sizeof(buf)),
+	    "dns:kernel_dropped=5 flow:kernel_dropped=8202");
+}
+
 /* Refusals reach lost_records by themselves, add up, and outlive the store. */
 static void
 test_lost_records(void **state)
@@ -3669,6 +3693,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_flow_end, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_flow_end_refused, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_dropped, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_lost_records, setup,
 		    teardown),

@@ -1,0 +1,105 @@
+#!/bin/bash
+# 67-kernel-both-stall: both kernel switches on, 16 clients opening TLS
+# connections as fast as they can, and sluiced stopped (SIGSTOP) for
+# STALL seconds in the middle, inside the kernel-SNI lease. Meanwhile the
+# kernel lets SYNs and learned hellos out, the servers answer, and the
+# copies of it all pile up unread. Resumed, sluiced reads the backlog:
+# far more connections than its table of held flights holds, whose
+# proofs wait in the other socket; connections it cannot hold are
+# refused and their servers reset, which is the price of the stall. What
+# must hold, checked at the server: every connection that reached it
+# has its row, or the copy that would have made the row is counted in
+# lost_records (kind flow, kernel_dropped; until 2026-12-02 such
+# connections left no trace at all, and the copies' 4 MiB socket
+# overflowed in a 0.6 s stall; STALL=1.5 makes it overflow the 16 MiB
+# one). And afterwards sluiced runs and decides as before.
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_init kernel-both-stall
+CONNBENCH=${CONNBENCH:-$REPO/build/connbench}
+STALL=${STALL:-0.6}
+[ -x "$CONNBENCH" ] || { tb_fail "no $CONNBENCH (make build/connbench)"; tb_done; }
+command -v tcpdump >/dev/null || tb_skip "no tcpdump (make deps)"
+tb_internet_up || { tb_fail "test bed up"; tb_done; }
+tb_sluiced_start --kernel-syn on --kernel-sni on --limit-conn-rate 0 \
+    --limit-holds 0 || { tb_fail "sluiced up"; tb_done; }
+cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
+tb_in a sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
+tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
+"$TB_PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import tlsclient
+open(sys.argv[2], "wb").write(tlsclient.python_hello("a.test", ""))' \
+    "$TB_LIB" "$TB_DIR/hello.bin"
+tb_assert_eq "$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni a.test)" \
+    "answered" "the first hello (queued)"
+tb_wait_rows "SELECT count(*) FROM flows WHERE sni = 'a.test'" 1 >/dev/null
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+
+# the server's side: every SYN that reached it, by source port (the NAT
+# keeps the sandbox's ports: one sandbox, one address)
+_tb_bg "$TB_NETNS_INET" tcpdump "$TB_DIR/tcpdump.out" tcpdump -i any -n \
+    -B 16384 -s 96 -w "$TB_DIR/syns.pcap" \
+    "tcp dst port 443 and tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn"
+tcpdump_pid=$TB_LAST_PID
+tb_wait_count 1 5 grep -c 'listening on' "$TB_DIR/tcpdump.out" >/dev/null
+
+tb_in a "$CONNBENCH" -m tls -a "$TB_ADDR_HTTPS" -p 443 -n a.test \
+    -H "$TB_DIR/hello.bin" -c 16 -d 3 -t 3000 > "$TB_DIR/cb.out" 2>&1 &
+cbpid=$!
+sleep 1
+kill -STOP "$TB_SLUICED_PID"
+sleep "$STALL"
+kill -CONT "$TB_SLUICED_PID"
+wait "$cbpid"
+cb() { "$TB_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$TB_DIR/cb.out" "$1"; }
+ok=$(cb ok)
+tb_check "sluiced still runs" kill -0 "$TB_SLUICED_PID"
+tb_check "a load was made ($ok connections answered, $(cb errors) failed)" \
+    [ "${ok:-0}" -gt 500 ]
+sleep 0.5
+kill -INT "$tcpdump_pid"
+wait "$tcpdump_pid" 2>/dev/null
+tcpdump -nr "$TB_DIR/syns.pcap" 2>/dev/null |
+    sed -n 's/.* [0-9.]*\.\([0-9]*\) > [0-9.]*\.443: .*/\1/p' | sort -u \
+    > "$TB_DIR/server.ports"
+opened=$(wc -l < "$TB_DIR/server.ports")
+tb_check "the server saw the connections ($opened source ports)" \
+    [ "$opened" -ge "$ok" ]
+# the rows of the backlog land once it is read; then none is missing
+# beyond what lost_records counts
+lost=0
+for i in $(seq 50); do
+	tb_sql "SELECT DISTINCT src_port FROM flows WHERE id > $id0" |
+	    sort -u > "$TB_DIR/row.ports"
+	lost=$(tb_sql "SELECT coalesce(sum(count), 0) FROM lost_records WHERE kind = 'flow' AND reason = 'kernel_dropped'")
+	missing=$(comm -23 "$TB_DIR/server.ports" "$TB_DIR/row.ports" | wc -l)
+	[ "$missing" -le "$lost" ] && break
+	sleep 0.2
+done
+tb_assert_le "$missing" "$lost" \
+    "connections that reached the server without a row ($missing) are no more than the copies counted lost ($lost)"
+tb_assert_eq "$(tb_status copies.lost)" "$lost" \
+    "status copies.lost is what lost_records counts"
+tb_sql "SELECT verdict, reason, count(*) FROM flows WHERE id > $id0 GROUP BY 1, 2" |
+    sed 's/^/# /'
+echo "# put off past the room: $(tb_status copies.put_off_full)"
+
+# and afterwards: an allowed hello is answered, a name not allowed is
+# refused before the server reads it, an address never resolved gets
+# no packet through
+sleep 0.5
+tb_assert_eq "$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni a.test)" \
+    "answered" "after the stall: a.test answered"
+id1=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+out=$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni b.test)
+tb_check "after the stall: b.test refused ($out)" [ "$out" != answered ]
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id1 AND sni = 'b.test'" 1 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE id > $id1 AND sni = 'b.test'")" \
+    "deny|sni_not_allowed" "its row"
+atk0=$(tb_attacker_packet_count proto=tcp)
+tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_ATK" 443 --sni a.test >/dev/null
+tb_assert_eq "$(tb_attacker_packet_count proto=tcp)" "$atk0" \
+    "after the stall: the attacker host received nothing"
+tb_check "sluiced stops" tb_sluiced_term
+tb_done

@@ -757,6 +757,28 @@ tb_server_sockets() {
 	    "( sport = :$1 and dport = :$2 )" | grep -vc TIME-WAIT
 }
 
+# tb_tls_load_bed NAME: sandbox ${P}-NAME allowed a.test, its whole port
+# range open for a load, $TB_DIR/hello.bin a ClientHello for a.test
+# (connbench -H), and one hello sent through the queue and logged, so
+# that with --kernel-sni the load's may pass in the kernel (66, 67).
+tb_tls_load_bed() {
+	cat > "$TB_DIR/policy.json" <<EOF
+{"network": {"allowedDomains": ["a.test"]}}
+EOF
+	tb_check "sandbox add" tb_sandbox_add "$1" "$TB_DIR/policy.json"
+	tb_in "$1" sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
+	tb_assert_eq "$(tb_in "$1" dig +short a.test)" "$TB_ADDR_HTTPS" \
+	    "a.test resolves"
+	"$TB_PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import tlsclient
+open(sys.argv[2], "wb").write(tlsclient.python_hello("a.test", ""))' \
+	    "$TB_LIB" "$TB_DIR/hello.bin"
+	tb_assert_eq "$(tb_in "$1" "$TB_PY" "$TB_LIB/tlsclient.py" \
+	    "$TB_ADDR_HTTPS" 443 --sni a.test)" "answered" \
+	    "the first hello (queued)"
+	tb_wait_rows "SELECT count(*) FROM flows WHERE sni = 'a.test'" 1 \
+	    >/dev/null
+}
+
 # tb_overrule_gap NAME: sandbox ${P}-NAME, whose x.evil.test hello the
 # kernel-SNI program has learned, sends one that the program passes and
 # sluiced must overrule: it lies 100 bytes past the stream's start, which

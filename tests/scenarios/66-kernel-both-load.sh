@@ -17,19 +17,8 @@ CONNBENCH=${CONNBENCH:-$REPO/build/connbench}
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
 tb_sluiced_start --kernel-syn on --kernel-sni on --limit-conn-rate 0 \
     --limit-holds 0 || { tb_fail "sluiced up"; tb_done; }
-cat > "$TB_DIR/policy.json" <<EOF
-{"network": {"allowedDomains": ["a.test"]}}
-EOF
-tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/policy.json"
-tb_in a sysctl -qw net.ipv4.ip_local_port_range="1024 65535"
-tb_assert_eq "$(tb_in a dig +short a.test)" "$TB_ADDR_HTTPS" "a.test resolves"
-"$TB_PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import tlsclient
-open(sys.argv[2], "wb").write(tlsclient.python_hello("a.test", ""))' \
-    "$TB_LIB" "$TB_DIR/hello.bin"
 # the first hello is queued and learned: the rest may pass in the kernel
-tb_assert_eq "$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni a.test)" \
-    "answered" "the first hello (queued)"
-tb_wait_rows "SELECT count(*) FROM flows WHERE sni = 'a.test'" 1 >/dev/null
+tb_tls_load_bed a
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
 tb_in a "$CONNBENCH" -m tls -a "$TB_ADDR_HTTPS" -p 443 -n a.test \
     -H "$TB_DIR/hello.bin" -c 16 -d 2 -t 3000 > "$TB_DIR/cb.out" 2>&1

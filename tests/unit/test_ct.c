@@ -458,29 +458,6 @@ test_end_state(void **state)
 /* ---- against the kernel ---------------------------------------------- */
 
 static int
-run(char *const argv[])
-{
-	pid_t pid;
-	int status;
-
-	if ((pid = fork()) == -1)
-		return -1;
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-
-		if (fd != -1) {
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) == -1)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int
 write_file(const char *path, const char *value)
 {
 	int fd, ok;
@@ -518,20 +495,10 @@ group_setup(void **state)
 	int rc;
 
 	(void)state;
-	if (geteuid() != 0) {
-		env_skip = "needs root (a network namespace and iptables)";
+	if ((env_skip = testns_enter()) != NULL)
 		return 0;
-	}
-	if (unshare(CLONE_NEWNET) == -1) {
-		env_skip = "unshare(CLONE_NEWNET) failed";
-		return 0;
-	}
-	if (testns_loopback_up() == -1) {
-		env_skip = "cannot bring up lo in the new namespace";
-		return 0;
-	}
 	for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
-		rc = run(rules[i]);
+		rc = testns_run(rules[i]);
 		if (rc != 0) {
 			env_skip = rc == 127 ? "iptables not found" :
 			    "iptables failed (no conntrack or CONNMARK match?)";

@@ -3,8 +3,6 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +10,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "tests/unit/testns.h"
@@ -33,27 +30,6 @@
 static const char *env_skip;
 
 static int
-run(char *const argv[])
-{
-	pid_t pid;
-	int status;
-
-	if ((pid = fork()) == -1)
-		return -1;
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-
-		if (fd != -1)
-			dup2(fd, STDOUT_FILENO);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) == -1)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int
 group_setup(void **state)
 {
 	char *const rule[] = { "iptables", "-w", "-A", "OUTPUT", "-o", "lo",
@@ -62,19 +38,9 @@ group_setup(void **state)
 	int rc;
 
 	(void)state;
-	if (geteuid() != 0) {
-		env_skip = "needs root (a network namespace and iptables)";
+	if ((env_skip = testns_enter()) != NULL)
 		return 0;
-	}
-	if (unshare(CLONE_NEWNET) == -1) {
-		env_skip = "unshare(CLONE_NEWNET) failed";
-		return 0;
-	}
-	if (testns_loopback_up() == -1) {
-		env_skip = "cannot bring up lo in the new namespace";
-		return 0;
-	}
-	if ((rc = run(rule)) != 0)
+	if ((rc = testns_run(rule)) != 0)
 		env_skip = rc == 127 ? "iptables not found" :
 		    "iptables failed (no NFLOG target?)";
 	return 0;

@@ -69,27 +69,6 @@ struct capture {
 };
 
 static int
-run(char *const argv[])
-{
-	pid_t pid;
-	int status;
-
-	if ((pid = fork()) == -1)
-		return -1;
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-
-		if (fd != -1)
-			dup2(fd, STDOUT_FILENO);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) == -1)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int
 group_setup(void **state)
 {
 	static char *const rules[][20] = {
@@ -105,20 +84,10 @@ group_setup(void **state)
 	int rc;
 
 	(void)state;
-	if (geteuid() != 0) {
-		env_skip = "needs root (a network namespace and iptables)";
+	if ((env_skip = testns_enter()) != NULL)
 		return 0;
-	}
-	if (unshare(CLONE_NEWNET) == -1) {
-		env_skip = "unshare(CLONE_NEWNET) failed";
-		return 0;
-	}
-	if (testns_loopback_up() == -1) {
-		env_skip = "cannot bring up lo in the new namespace";
-		return 0;
-	}
 	for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
-		rc = run(rules[i]);
+		rc = testns_run(rules[i]);
 		if (rc == 127) {
 			env_skip = "iptables not found";
 			return 0;

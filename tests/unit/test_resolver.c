@@ -74,12 +74,7 @@ static int
 group_setup(void **state)
 {
 	(void)state;
-	if (geteuid() != 0)
-		env_skip = "needs root (a network namespace)";
-	else if (unshare(CLONE_NEWNET) == -1)
-		env_skip = "unshare(CLONE_NEWNET) failed";
-	else if (testns_loopback_up() == -1)
-		env_skip = "cannot bring up lo in the new namespace";
+	env_skip = testns_enter();
 	return 0;
 }
 

@@ -363,10 +363,11 @@ count_drops(struct nfq_nflog *l)
 	int64_t n = nflog_kernel_drops(l);
 
 	l->count_drops = false;
-	if (n >= 0 && (uint64_t)n > l->drops_read) {
-		l->stats.dropped += (uint64_t)n - l->drops_read;
+	if (n >= 0) {
+		/* the kernel's counter is 32 bits: the difference wraps */
+		l->stats.dropped += (uint32_t)((uint64_t)n - l->drops_read);
 		l->drops_read = (uint64_t)n;
-	} else if (n < 0)
+	} else
 		l->stats.dropped += l->stats.overruns - l->overruns_counted;
 	l->overruns_counted = l->stats.overruns;
 }

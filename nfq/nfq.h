@@ -740,7 +740,8 @@ struct nfq_nflog;
 
 struct nfq_nflog_stats {
 	uint64_t	packets;	/* copies read */
-	uint64_t	overruns;	/* ENOBUFS: copies the kernel dropped */
+	uint64_t	overruns;	/* ENOBUFS: times the kernel dropped
+					 * copies */
 	uint64_t	dropped;	/* how many: counted once the socket is
 					 * read dry after an ENOBUFS, from the
 					 * kernel's drop counter (one an

@@ -315,11 +315,10 @@ struct nfq_nflog {
 	int			 handled;
 	bool			 dry;	/* the last read found the socket
 					 * empty */
-	bool			 count_drops;	/* an ENOBUFS since the
-						 * drop counter was read */
-	uint64_t		 drops_read;	/* that counter, last read */
-	uint64_t		 overruns_counted;	/* stats.overruns
-							 * then */
+	uint64_t		 drops_read;	/* the drop counter, last read */
+	uint64_t		 overruns_counted;	/* stats.overruns then:
+							 * fewer, an ENOBUFS
+							 * since */
 	struct nfq_nflog_stats	 stats;
 	struct mmsghdr		 msgs[NFLOG_RECV_VLEN];
 	struct iovec		 iov[NFLOG_RECV_VLEN];
@@ -362,7 +361,6 @@ count_drops(struct nfq_nflog *l)
 {
 	int64_t n = nflog_kernel_drops(l);
 
-	l->count_drops = false;
 	if (n >= 0) {
 		/* the kernel's counter is 32 bits: the difference wraps */
 		l->stats.dropped += (uint32_t)((uint64_t)n - l->drops_read);
@@ -531,7 +529,6 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 			 * refused (fail closed) */
 			if (errno == ENOBUFS) {
 				l->stats.overruns++;
-				l->count_drops = true;
 				got++;
 				continue;
 			}
@@ -553,7 +550,7 @@ nfq_nflog_recv(struct nfq_nflog *l, nfq_packet_cb cb, void *arg)
 	l->cb = NULL;
 	/* once read dry the socket is no longer congested: a drop after
 	 * this raises ENOBUFS again, so the counter read now has them all */
-	if (l->count_drops && l->dry)
+	if (l->dry && l->stats.overruns != l->overruns_counted)
 		count_drops(l);
 	return l->handled;
 }

@@ -27,7 +27,7 @@ id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
 
 # the server's side: every SYN that reached it, by source port (the NAT
 # keeps the sandbox's ports: one sandbox, one address)
-_tb_bg "$TB_NETNS_INET" tcpdump "$TB_DIR/tcpdump.out" tcpdump -i any -n \
+_tb_bg "$TB_NETNS_INET" tcpdump "$TB_DIR/tcpdump.out" tcpdump --immediate-mode -i any -n \
     -B 16384 -s 96 -w "$TB_DIR/syns.pcap" \
     "tcp dst port 443 and tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn"
 tcpdump_pid=$TB_LAST_PID
@@ -49,6 +49,8 @@ tb_check "a load was made ($ok connections answered, $(cb errors) failed)" \
 sleep 0.5
 kill -INT "$tcpdump_pid"
 wait "$tcpdump_pid" 2>/dev/null
+tb_assert_match "$(cat "$TB_DIR/tcpdump.out")" "^0 packets dropped by kernel" \
+    "the server's capture is whole"
 tcpdump -nr "$TB_DIR/syns.pcap" 2>/dev/null |
     sed -n 's/.* [0-9.]*\.\([0-9]*\) > [0-9.]*\.443: .*/\1/p' \
     > "$TB_DIR/server.syns"
@@ -76,15 +78,37 @@ tb_sql "SELECT verdict, reason, count(*) FROM flows WHERE id > $id0 GROUP BY 1, 
     sed 's/^/# /'
 echo "# put off past the room: $(tb_status copies.put_off_full)"
 
-# and afterwards: an allowed hello is answered, a name not allowed is
-# refused before the server reads it, an address never resolved gets
-# no packet through
+# and afterwards: an allowed hello reaches the server and is answered, a
+# name not allowed is refused before the server gets a byte of it (the
+# server's side captured for each: segments to 443 that carry bytes), an
+# address never resolved gets no packet through
 sleep 0.5
-tb_assert_eq "$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni a.test)" \
-    "answered" "after the stall: a.test answered"
+# server_bytes NAME: the hello for NAME, while the server's side is
+# captured; prints the client's word and the segments with bytes
+server_bytes() {
+	local out n
+	_tb_bg "$TB_NETNS_INET" tcpdump "$TB_DIR/tcpdump-$1.out" tcpdump --immediate-mode -i any \
+	    -n -s 96 -w "$TB_DIR/$1.pcap" \
+	    "tcp dst port 443 and (ip[2:2] - ((ip[0] & 0xf) << 2) - ((tcp[12] & 0xf0) >> 2)) > 0"
+	n=$TB_LAST_PID
+	tb_wait_count 1 5 grep -c 'listening on' "$TB_DIR/tcpdump-$1.out" >/dev/null
+	out=$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni "$1")
+	sleep 0.3
+	kill -INT "$n"
+	wait "$n" 2>/dev/null
+	echo "$out $(tcpdump -nr "$TB_DIR/$1.pcap" 2>/dev/null | wc -l)"
+}
+read -r out segs <<EOF
+$(server_bytes a.test)
+EOF
+tb_assert_eq "$out" answered "after the stall: a.test answered"
+tb_check "and its hello reached the server ($segs segments with bytes)" [ "$segs" -ge 1 ]
 id1=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
-out=$(tb_in a "$TB_PY" "$TB_LIB/tlsclient.py" "$TB_ADDR_HTTPS" 443 --sni b.test)
+read -r out segs <<EOF
+$(server_bytes b.test)
+EOF
 tb_check "after the stall: b.test refused ($out)" [ "$out" != answered ]
+tb_assert_eq "$segs" 0 "and the server got no byte of it"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id1 AND sni = 'b.test'" 1 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason FROM flows WHERE id > $id1 AND sni = 'b.test'")" \
     "deny|sni_not_allowed" "its row"

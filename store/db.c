@@ -845,14 +845,17 @@ finish(struct store_db *d, int rc)
 }
 
 int
-store_db_write(struct store_db *d, const struct store_rec *recs, size_t n,
-    const struct store_lost *lost, int64_t now_us)
+store_db_begin(struct store_db *d)
+{
+	return begin(d) == SQLITE_DONE ? 0 : -1;
+}
+
+int
+store_db_put(struct store_db *d, const struct store_rec *recs, size_t n)
 {
 	size_t i;
-	int rc;
+	int rc = SQLITE_DONE;
 
-	if ((rc = begin(d)) != SQLITE_DONE)
-		return -1;
 	for (i = 0; i < n && rc == SQLITE_DONE; )
 		if (n - i >= MULTI_ROWS && same_kind(&recs[i])) {
 			rc = write_multi(d, &recs[i]);
@@ -860,8 +863,30 @@ store_db_write(struct store_db *d, const struct store_rec *recs, size_t n,
 		} else
 			rc = write_rec(d, &recs[i++]);
 	if (rc == SQLITE_DONE)
-		rc = write_lost(d, lost, now_us);
-	return finish(d, rc);
+		return 0;
+	d->last_rc = rc;
+	return -1;
+}
+
+int
+store_db_end(struct store_db *d, bool ok, const struct store_lost *lost,
+    int64_t now_us)
+{
+	if (!ok) {
+		if (!sqlite3_get_autocommit(d->db))
+			step_reset(d->rollback);
+		return -1;
+	}
+	return finish(d, write_lost(d, lost, now_us));
+}
+
+int
+store_db_write(struct store_db *d, const struct store_rec *recs, size_t n,
+    const struct store_lost *lost, int64_t now_us)
+{
+	if (store_db_begin(d) == -1)
+		return -1;
+	return store_db_end(d, store_db_put(d, recs, n) == 0, lost, now_us);
 }
 
 int64_t

@@ -10,7 +10,7 @@
 /* Records waiting for the writer. A slot fits the largest record
  * (store_flow, about 1.6 KiB), so the default ring is about 25 MiB. */
 #define STORE_QUEUE_DEFAULT	16384
-#define STORE_BATCH_DEFAULT	512	/* records per transaction at most */
+#define STORE_BATCH_DEFAULT	4096	/* records per transaction at most */
 #define STORE_FLUSH_MS_DEFAULT	50	/* a partial batch waits this long at most */
 
 struct store;

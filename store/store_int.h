@@ -91,6 +91,19 @@ int store_db_write(struct store_db *d, const struct store_rec *recs,
     size_t n, const struct store_lost *lost, int64_t now_us);
 
 /*
+ * The same transaction in parts, for a batch unpacked a piece at a time:
+ * store_db_begin opens it (0, or -1 with nothing open); store_db_put
+ * writes n more records into it (0, or -1: the rest is pointless);
+ * store_db_end writes lost and commits when ok, else rolls back (0 when
+ * committed, -1 when rolled back).
+ */
+int store_db_begin(struct store_db *d);
+int store_db_put(struct store_db *d, const struct store_rec *recs,
+    size_t n);
+int store_db_end(struct store_db *d, bool ok, const struct store_lost *lost,
+    int64_t now_us);
+
+/*
  * Deletes up to limit rows older than cutoff_us (ts < cutoff_us) from one
  * table and writes lost as store_db_write does, in one transaction.
  * Returns the number of rows deleted, or -1 when rolled back.

@@ -2414,6 +2414,99 @@ test_failed_run_rolls_back(void **state)
 	    " lost_records WHERE kind = 'dns' AND reason = 'queue_full'"), 3);
 }
 
+/*
+ * The same transaction in pieces (the writer unpacks a long batch 512 at
+ * a time): a piece that fails takes the pieces before it back too, and
+ * store_db_end commits only what it is told went well.
+ */
+static void
+test_pieces_roll_back(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_rec recs[24];
+	struct store_lost lost;
+	struct store_db *d;
+	char err[512] = "";
+	int i;
+
+	memset(&lost, 0, sizeof(lost));
+	lost.n[STORE_REC_FLOW][STORE_LOST_QUEUE_FULL] = 2;
+	for (i = 0; i < 24; i++) {
+		memset(&recs[i], 0, sizeof(recs[i]));
+		recs[i].kind = STORE_REC_FLOW;
+		make_flow(&recs[i].u.flow, 1000 + i, i);
+	}
+	recs[20].u.flow.verdict = NULL;
+
+	if ((d = store_db_open(fx->path, err, sizeof(err))) == NULL)
+		fail_msg("store_db_open: %s", err);
+	assert_int_equal(store_db_begin(d), 0);
+	assert_int_equal(store_db_put(d, recs, 8), 0);
+	assert_int_equal(store_db_put(d, recs + 8, 8), 0);
+	assert_int_equal(store_db_put(d, recs + 16, 8), -1);
+	assert_int_equal(store_db_end(d, false, &lost, 5000), -1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " lost_records"), 0);
+
+	/* all well, but not said so: nothing either */
+	recs[20].u.flow.verdict = "allow";
+	assert_int_equal(store_db_begin(d), 0);
+	assert_int_equal(store_db_put(d, recs, 24), 0);
+	assert_int_equal(store_db_end(d, false, &lost, 5000), -1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    0);
+
+	assert_int_equal(store_db_begin(d), 0);
+	assert_int_equal(store_db_put(d, recs, 5), 0);
+	assert_int_equal(store_db_put(d, recs + 5, 19), 0);
+	assert_int_equal(store_db_end(d, true, &lost, 5000), 0);
+	store_db_close(d);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE id = ts - 999 AND dst_port = ts - 1000"), 24);
+	assert_int_equal(path_count(fx->path, "SELECT sum(count) FROM"
+	    " lost_records WHERE kind = 'flow' AND reason = 'queue_full'"), 2);
+}
+
+/*
+ * What waits when the writer comes to it goes in one transaction, up to
+ * batch_max (4,096 by default), however many pieces it is unpacked in:
+ * a writer behind catches up in long transactions, which cost less a
+ * row. The rows come out whole and in order across the pieces' seams.
+ */
+static void
+test_long_batch(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts slow = { .flush_ms = 600000 };
+	struct store_stats stats;
+	struct store_flow f;
+	struct store *s;
+	int i, n = 1300;	/* three pieces of at most 512 */
+
+	s = open_ok(fx->path, &slow);
+	usleep(50000);	/* the writer is asleep on an empty queue */
+	for (i = 0; i < n; i++) {
+		make_flow(&f, 1000 + i, i % 65536);
+		snprintf(f.src_ip, sizeof(f.src_ip), "10.%d.%d.2", i / 256,
+		    i % 256);
+		assert_int_equal(store_put_flow(s, &f), 0);
+	}
+	usleep(100000);	/* less than a batch: it waits for flush_ms */
+	store_stats(s, &stats);
+	assert_int_equal(stats.written, 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &stats);
+	assert_int_equal(stats.written, (uint64_t)n);
+	assert_int_equal(stats.batches, 1);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE id = ts - 999 AND dst_port = ts - 1000 AND src_ip ="
+	    " '10.' || ((ts - 1000) / 256) || '.' || ((ts - 1000) % 256) ||"
+	    " '.2'"), n);
+}
+
 /* A flow with every string as long as it may be: its packed entry is the
  * largest there is. */
 static void
@@ -3689,6 +3782,10 @@ main(void)
 		    test_upgrade_chain_to_v4_is_one_transaction, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_failed_run_rolls_back,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pieces_roll_back,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_batch,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flow_end, setup,
 		    teardown),

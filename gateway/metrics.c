@@ -279,6 +279,7 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 
 		nfq_nflog_stats(gw->nflog, &ls);
 		st->kernel_syn_lost = ls.overruns;
+		st->kernel_syn_dropped = ls.dropped;
 	}
 	if (gw->fastsyn != NULL) {
 		struct nfq_fastsyn_stats fs;
@@ -503,6 +504,10 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Times the kernel could not hand sluiced copies (those "
 	    "connections are reset at their first byte).",
 	    st->kernel_syn_lost);
+	one(&t, "sluice_kernel_syn_copies_dropped_total", "counter",
+	    "Copies the kernel dropped, by the socket's drop counter (each "
+	    "also in lost_records: flow, kernel_dropped).",
+	    st->kernel_syn_dropped);
 	one(&t, "sluice_kernel_sni_enabled", "gauge",
 	    "1 while first flights may be let out in the kernel "
 	    "(--kernel-sni).", st->kernel_sni ? 1 : 0);

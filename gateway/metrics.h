@@ -84,7 +84,9 @@ struct gw_metrics_state {
 	bool			 kernel_syn;	/* the kernel-SYN set is in use */
 	uint64_t		 kernel_syn_copies;	/* SYNs it let through */
 	uint64_t		 kernel_syn_stale;	/* ... decided otherwise */
-	uint64_t		 kernel_syn_lost;	/* copies the kernel dropped */
+	uint64_t		 kernel_syn_lost;	/* times the kernel dropped
+							 * copies (ENOBUFS) */
+	uint64_t		 kernel_syn_dropped;	/* ... how many it dropped */
 	uint64_t		 kernel_syn_learned;	/* entries added */
 	uint64_t		 kernel_syn_learn_errors;	/* ... refused */
 	bool			 kernel_sni;	/* --kernel-sni's program in use */

@@ -20,8 +20,10 @@ STALL=${STALL:-0.6}
 [ -x "$CONNBENCH" ] || { tb_fail "no $CONNBENCH (make build/connbench)"; tb_done; }
 command -v tcpdump >/dev/null || tb_skip "no tcpdump (make deps)"
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
+msock=$TB_DIR/run/metrics.sock
 tb_sluiced_start --kernel-syn on --kernel-sni on --limit-conn-rate 0 \
-    --limit-holds 0 || { tb_fail "sluiced up"; tb_done; }
+    --limit-holds 0 --metrics-socket "$msock" ||
+    { tb_fail "sluiced up"; tb_done; }
 tb_tls_load_bed a
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
 
@@ -65,6 +67,10 @@ lost_rows() {
 }
 tb_check "lost_records counts the $lost copies status copies.lost does" \
     tb_wait_count "$lost" 5 lost_rows
+metric=$(curl -s --max-time 3 --unix-socket "$msock" http://x/metrics |
+    sed -n 's/^sluice_kernel_syn_copies_dropped_total //p')
+tb_assert_eq "$metric" "$lost" \
+    "sluice_kernel_syn_copies_dropped_total counts what copies.lost does"
 for i in $(seq 50); do
 	tb_sql "SELECT DISTINCT src_port FROM flows WHERE id > $id0" |
 	    sort -u > "$TB_DIR/row.ports"

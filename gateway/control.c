@@ -203,7 +203,7 @@ handle(struct gw *gw, json_t *req)
 		if (gw->vlog != NULL)
 			nfq_nflog_stats(gw->vlog, &vs);
 		o = json_pack("{s:b, s:s, s:I, s:s, s:I, s:{s:I, s:I, s:I, s:I, "
-		    "s:I, s:I, s:I, s:I, s:I, s:I}, "
+		    "s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
@@ -217,6 +217,7 @@ handle(struct gw *gw, json_t *req)
 		    "verify_expired", (json_int_t)gw->verify_expired,
 		    "verify_copies", (json_int_t)vs.packets,
 		    "verify_copies_lost", (json_int_t)vs.overruns,
+		    "verify_copies_dropped", (json_int_t)vs.dropped,
 		    "verify_mark_errors", (json_int_t)gw->verify_mark_errors,
 		    "held_flows", (json_int_t)gw_inspect_count(gw),
 		    "stale_syns", (json_int_t)gw->stale_syns,
@@ -315,11 +316,15 @@ handle(struct gw *gw, json_t *req)
 			if (gw->nflog != NULL)
 				nfq_nflog_stats(gw->nflog, &ls);
 			json_object_set_new(o, "copies", json_pack(
-			    "{s:i, s:I, s:I, s:I, s:I}",
+			    "{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			    "interval_ms", (int)gw->cfg.copy_interval,
 			    "woken", (json_int_t)gw->copies_woken,
 			    "unwaited", (json_int_t)gw->copies_unwaited,
 			    "put_off_full", (json_int_t)gw->later_full,
+			    "interleaved", (json_int_t)gw->copies_interleaved,
+			    "early_kept", (json_int_t)gw->early_kept,
+			    "early_used", (json_int_t)gw->early_used,
+			    "early_pushed", (json_int_t)gw->early_pushed,
 			    "lost", (json_int_t)ls.dropped));
 		}
 		/* deleted sandboxes' veths, removed in the background */

@@ -95,6 +95,12 @@ gw_now_ms(void)
 #define GW_VERIFY_GROUP		8
 /* ... of them, put off at once at most (inspect.c: verify_reply) */
 #define GW_LATER_MAX		64
+/* ... read before the copy of the first flight they prove (--kernel-sni,
+ * a backlog): their ACKs kept, this many slots, this long, for an ACK at
+ * most this far past the flight's end (inspect.c: early_keep) */
+#define GW_EARLY_MAX		65536
+#define GW_EARLY_MS		2000
+#define GW_EARLY_WINDOW		65535
 /* --copy-interval: the longest wait between reads of those copies, and
  * how long after the last one the loop waits for them again instead */
 #define GW_COPY_INTERVAL_MAX	100
@@ -316,6 +322,14 @@ struct gw {
 	}			 later[GW_LATER_MAX];
 	size_t			 nlater;
 	uint64_t		 later_full;
+	uint64_t		 early_kept;	/* proofs read before their flight */
+	uint64_t		 early_used;	/* ... that proved it */
+	uint64_t		 early_pushed;	/* ... lost to another's slot */
+	uint64_t		 copies_interleaved;	/* proofs read amid a
+							 * backlog of SYNs
+							 * (synpath.c:
+							 * gw_fastsyn_drain) */
+	bool			 vlog_reading;	/* inside a read of those copies */
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */

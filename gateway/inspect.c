@@ -116,6 +116,16 @@ struct hold {
 	int			 upos;		/* its place in used_ix */
 };
 
+/* The ACK of a server's packet read before the flight it proves, or its
+ * reset. */
+struct early {
+	struct nfq_flow_key	 key;	/* the hold's: the client's way */
+	uint32_t		 ack;	/* the furthest */
+	bool			 acked;	/* ... if one came */
+	bool			 rst;	/* the server reset the connection */
+	uint64_t		 ms;	/* when first read; 0: the slot is free */
+};
+
 struct gw_holds {
 	struct hold		 h[GW_HOLD_MAX];
 	int			 bucket[GW_HOLD_MAX * 2];
@@ -125,9 +135,11 @@ struct gw_holds {
 						 * the whole table */
 	size_t			 n;			/* slots in use */
 	struct dns_hash_key	 key;
+	struct early		 early[GW_EARLY_MAX];	/* early_keep */
 };
 
 _Static_assert((GW_HOLD_MAX & (GW_HOLD_MAX - 1)) == 0, "power of two");
+_Static_assert((GW_EARLY_MAX & (GW_EARLY_MAX - 1)) == 0, "power of two");
 
 /* keyed: a sandbox chooses its ports, not the chains they land in */
 static uint32_t
@@ -257,6 +269,7 @@ classify(struct gw *gw, struct hold *h, const struct nfq_packet *pkt,
 }
 
 static bool conn_mark(struct gw *, const struct hold *, uint32_t);
+static bool early_take(struct gw *, struct hold *, uint64_t);
 
 /* ---- decisions ------------------------------------------------------- */
 
@@ -695,6 +708,8 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 	if (!h->kernel)
 		gw_ksni_learn(gw, h->key.ifindex, h->t.daddr, h->t.dport,
 		    hello.sni, &d, now);
+	else
+		(void)early_take(gw, h, now);	/* its proof, if read first */
 }
 
 /*
@@ -715,6 +730,95 @@ tls_verified(struct gw *gw, struct hold *h, uint64_t now)
 	fl->flight = true;
 	fl->tag = h->reasm->base;
 	hold_free(gw, h);
+}
+
+/*
+ * Proofs read before the flight they prove. With --kernel-sni a hello and
+ * the server's answer to it go on without sluiced, and their copies wait
+ * in two sockets: the hello's behind its SYN's in one, the answer's in
+ * the other. Read as they come, the hello's copy is read first; but after
+ * a stall (a backlog in both) the answers run ahead of the hellos, and
+ * one read before its connection's hold exists, or before its hello's
+ * copy made that hold wait for a proof, would be lost, and its connection
+ * reset when no other came in GW_VERIFY_MS. So the ACK is kept, keyed the
+ * hold's way in a table of GW_EARLY_MAX slots (keyed: a sandbox chooses
+ * its ports, not the slots they take), for GW_EARLY_MS: the copies of a
+ * full socket are read in well under that. A slot taken by another
+ * connection's loses the older (early_pushed): that connection waits for
+ * its server's next packet, as before. It proves the flight (early_take)
+ * only if it acknowledges all of it and at most GW_EARLY_WINDOW past: an
+ * ACK of an older connection on the same 5-tuple, read within
+ * GW_EARLY_MS, lands there one time in 65,536, and then lets go a
+ * connection whose hello sluiced has decided on and the kernel let out.
+ * A reset is kept too, and frees the hold as one read after the flight
+ * would: a server that closes at once (a full accept queue: 67's, after
+ * the stall) resets the hello when it comes, and a hold whose reset was
+ * read first waited GW_VERIFY_MS for a proof that could not come, a slot
+ * of the table each (a thousand of them filled it, 2026-12-03).
+ */
+static struct early *
+early_slot(struct gw *gw, const struct nfq_flow_key *k)
+{
+	struct gw_holds *hs = gw->holds;
+
+	return &hs->early[nfq_flow_key_hash(&hs->key, k) &
+	    (GW_EARLY_MAX - 1)];
+}
+
+static void
+early_keep(struct gw *gw, const struct nfq_flow_key *k,
+    const struct nfq_tuple *t, uint64_t now)
+{
+	struct early *e = early_slot(gw, k);
+	bool live = e->ms != 0 && now - e->ms <= GW_EARLY_MS;
+
+	if (!(t->tcp_flags & (TH_ACK | TH_RST)))
+		return;
+	if (!live || !key_eq(&e->key, k)) {
+		if (live)
+			gw->early_pushed++;
+		gw->early_kept++;
+		e->key = *k;
+		e->acked = false;
+		e->rst = false;
+		e->ms = now;
+	}
+	if (t->tcp_flags & TH_RST)
+		e->rst = true;
+	else if (!e->acked || (int32_t)(t->tcp_ack - e->ack) > 0) {
+		e->ack = t->tcp_ack;
+		e->acked = true;
+	}
+}
+
+/* h has just begun to wait for its proof: one read first lets it go. */
+static bool
+early_take(struct gw *gw, struct hold *h, uint64_t now)
+{
+	struct early *e = early_slot(gw, &h->key);
+	uint32_t ack = e->ack;
+
+	if (e->ms == 0 || now - e->ms > GW_EARLY_MS ||
+	    !key_eq(&e->key, &h->key))
+		return false;
+	e->ms = 0;
+	if (h->kind != HOLD_TLS || !h->verifying || h->stale)
+		return false;
+	if (e->rst) {
+		/* nothing more to wait for (as verify_reply) */
+		gw->early_used++;
+		hold_free(gw, h);
+		return true;
+	}
+	if (!e->acked || ack - h->sent_end > GW_EARLY_WINDOW)
+		return false;
+	gw->early_used++;
+	h->server_ack = ack;
+	h->server_acked = true;
+	h->verifying = false;
+	(void)conn_mark(gw, h, GW_MARK_ALLOW);
+	tls_verified(gw, h, now);
+	return true;
 }
 
 /* ---- HTTP ---------------------------------------------------------- */
@@ -1373,12 +1477,18 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 			l->t.l4_len = 0;
 			return;
 		} else {
+			/* no room: kept for its hello's copy instead */
 			gw->later_full++;
+			early_keep(gw, &key, t, now);
+			return;
 		}
 	}
 	if (h == NULL) {
-		if (pkt->copy)
+		if (pkt->copy) {
+			if (gw->ksni_rules && t->proto == IPPROTO_TCP)
+				early_keep(gw, &key, t, now);
 			return;
+		}
 		fl = nfq_flows_lookup(gw->flows, &key, now);
 		if (nfq_queue_verdict(gw->queue, pkt->id, fl != NULL &&
 		    fl->verdict == NF_ACCEPT ? NF_ACCEPT : NF_DROP,
@@ -1481,8 +1591,12 @@ gw_verify_open(struct gw *gw, char *err, size_t errlen)
 void
 gw_verify_read(struct gw *gw)
 {
-	if (gw->vlog != NULL && nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
+	if (gw->vlog == NULL || gw->vlog_reading)
+		return;
+	gw->vlog_reading = true;
+	if (nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
 		log_warn("server packets' copies: receive");
+	gw->vlog_reading = false;
 }
 
 void
@@ -1498,11 +1612,15 @@ gw_verify_drain(struct gw *gw)
 {
 	int i;
 
-	/* bounded: a socket buffer's worth (4 MiB of ~200-byte copies) */
-	for (i = 0; gw->vlog != NULL && i < 400; i++)
+	if (gw->vlog == NULL || gw->vlog_reading)
+		return;
+	gw->vlog_reading = true;
+	/* bounded: more than a socket buffer's worth (VLOG_RCVBUF) */
+	for (i = 0; i < 1600; i++)
 		if (nfq_nflog_recv(gw->vlog, on_proof, gw) <= 0 ||
 		    nfq_nflog_drained(gw->vlog))
 			break;
+	gw->vlog_reading = false;
 }
 
 void

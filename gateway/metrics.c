@@ -268,6 +268,7 @@ gw_metrics_gather(struct gw *gw, struct gw_metrics_state *st)
 		nfq_nflog_stats(gw->vlog, &vs);
 		st->verify_copies = vs.packets;
 		st->verify_copies_lost = vs.overruns;
+		st->verify_copies_dropped = vs.dropped;
 	}
 	st->limited_flows = gw->limited_flows;
 	st->limited_dns = gw->limited_dns;
@@ -572,6 +573,9 @@ gw_metrics_render(const struct gw_metrics *m,
 	    "Times the kernel dropped such copies for want of buffer (each "
 	    "connection's next server packet is copied again).",
 	    st->verify_copies_lost);
+	one(&t, "sluice_verify_copies_dropped_total", "counter",
+	    "Copies of servers' packets the kernel dropped, by the socket's "
+	    "drop counter.", st->verify_copies_dropped);
 	one(&t, "sluice_verify_mark_errors_total", "counter",
 	    "Proven connections whose conntrack mark could not be changed "
 	    "(their next packets are refused).", st->verify_mark_errors);

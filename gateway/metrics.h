@@ -65,6 +65,7 @@ struct gw_metrics_state {
 	uint64_t		 stale_refused;	/* ... refused before a SYN-ACK */
 	uint64_t		 verify_copies;	/* server packets' copies read */
 	uint64_t		 verify_copies_lost;	/* ... the kernel dropped */
+	uint64_t		 verify_copies_dropped;	/* ... how many */
 	uint64_t		 verify_mark_errors;	/* proven, mark unchanged */
 	uint64_t		 server_resets;	/* servers of refused connections */
 	uint64_t		 server_reset_errors;	/* ... resets not sent */

@@ -467,9 +467,9 @@ gw_fastsyn_read(struct gw *gw)
 	copies_lost(gw, gw_now_ms());
 }
 
-/* Bounds a drain: 400 reads of up to 64 copies, more than the socket's
- * 4 MiB holds. */
-#define FASTSYN_DRAIN_READS	400
+/* Bounds a drain: 1,600 reads of up to 64 copies, more than the
+ * socket's 16 MiB holds. */
+#define FASTSYN_DRAIN_READS	1600
 
 bool
 gw_fastsyn_drain(struct gw *gw)
@@ -487,6 +487,18 @@ gw_fastsyn_drain(struct gw *gw)
 		}
 		if ((dry = nfq_nflog_drained(gw->nflog)))
 			break;
+		/*
+		 * A backlog of SYNs (after a stall) fills the hold table
+		 * faster than its proofs, waiting in the other socket, free
+		 * it: read those too before the table is full, or the
+		 * SYNs past it are refused (hold_table_full). Not inside a
+		 * read of them (its buffer is in use).
+		 */
+		if (gw->vlog != NULL && !gw->vlog_reading &&
+		    gw_inspect_count(gw) > GW_HOLD_MAX / 2) {
+			gw->copies_interleaved++;
+			gw_verify_drain(gw);
+		}
 	}
 	now = gw_now_ms();
 	copies_lost(gw, now);

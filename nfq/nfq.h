@@ -705,6 +705,8 @@ struct nfq_fastsyn;
 struct nfq_fastsyn_stats {
 	uint64_t	adds;		/* elements sent */
 	uint64_t	add_errors;	/* refused by the kernel (a full set) */
+	uint64_t	dels;		/* elements deleted (transactions) */
+	uint64_t	dels_spared;	/* ... not, known not to be there */
 };
 
 /* Addresses in network order, ifindex and port in host order. */
@@ -728,7 +730,8 @@ int nfq_fastsyn_add(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
     uint32_t daddr, uint16_t dport, uint64_t timeout_ms);
 
 /* Deletes one element, or every element (only if one was added since the
- * last flush); acknowledged (gone on return 0). */
+ * last flush); acknowledged (gone on return 0). An element deleted less
+ * than a second ago and not added since costs no transaction. */
 int nfq_fastsyn_del(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
     uint32_t daddr, uint16_t dport);
 int nfq_fastsyn_flush(struct nfq_fastsyn *fs);

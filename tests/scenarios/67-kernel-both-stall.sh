@@ -5,8 +5,10 @@
 # kernel lets SYNs and learned hellos out, the servers answer, and the
 # copies of it all pile up unread. Resumed, sluiced reads the backlog:
 # far more connections than its table of held flights holds, whose
-# proofs wait in the other socket; connections it cannot hold are
-# refused and their servers reset, which is the price of the stall. What
+# proofs wait in the other socket and are read ahead of their hellos
+# (kept until the hello's copy comes: copies.early_*); connections it
+# cannot hold are refused and their servers reset, the price of the
+# stall (4,700 of 14,000 until 2026-12-03, none since). What
 # must hold, checked at the server: every connection that reached it
 # has its row, or the copy that would have made the row is counted in
 # lost_records (kind flow, kernel_dropped; until 2026-12-02 such
@@ -82,7 +84,13 @@ tb_assert_le "$missing" "$lost" \
     "connections that reached the server without a row ($missing) are no more than the copies counted lost ($lost)"
 tb_sql "SELECT verdict, reason, count(*) FROM flows WHERE id > $id0 GROUP BY 1, 2" |
     sed 's/^/# /'
-echo "# put off past the room: $(tb_status copies.put_off_full)"
+echo "# put off past the room: $(tb_status copies.put_off_full); proofs read amid the SYNs: $(tb_status copies.interleaved) times; still held: $(tb_status queue.held_flows)"
+# the backlog's proofs run ahead of their hellos (the other socket is
+# read at every SYN): kept, they let those connections go when their
+# hellos are read (before 2026-12-03 each such connection waited 10 s
+# for another, holding a slot, and the table filled: 4,700 refused)
+tb_check "proofs read before their hellos were kept and used ($(tb_status copies.early_kept) kept, $(tb_status copies.early_pushed) pushed out)" \
+    [ "$(tb_status copies.early_used)" -gt 0 ]
 
 # and afterwards: an allowed hello reaches the server and is answered, a
 # name not allowed is refused before the server gets a byte of it (the

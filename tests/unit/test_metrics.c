@@ -88,6 +88,8 @@ test_counters(void **state)
 	st.kernel_syn_stale = 32;
 	st.kernel_syn_lost = 33;
 	st.kernel_syn_dropped = 36;
+	st.verify_copies_lost = 37;
+	st.verify_copies_dropped = 38;
 	st.kernel_syn_learned = 34;
 	st.kernel_syn_learn_errors = 35;
 	st.kernel_sni = true;
@@ -176,6 +178,8 @@ test_counters(void **state)
 	assert_line(text, "sluice_kernel_syn_stale_total 32");
 	assert_line(text, "sluice_kernel_syn_copies_lost_total 33");
 	assert_line(text, "sluice_kernel_syn_copies_dropped_total 36");
+	assert_line(text, "sluice_verify_copies_lost_total 37");
+	assert_line(text, "sluice_verify_copies_dropped_total 38");
 	assert_line(text, "sluice_kernel_syn_learned_total 34");
 	assert_line(text, "sluice_kernel_syn_learn_errors_total 35");
 	assert_line(text, "# TYPE sluice_kernel_sni_enabled gauge");

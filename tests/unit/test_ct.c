@@ -654,12 +654,8 @@ fixture_teardown(void **state)
 	return 0;
 }
 
-#define NEED_ENV(state) do {						\
-	if (*(state) == NULL) {						\
-		print_message("skipped: %s\n", env_skip);		\
-		skip();							\
-	}								\
-} while (0)
+#define NEED_ENV(state)	TESTNS_SKIP_IF(*(state) != NULL ? NULL :	\
+    env_skip != NULL ? env_skip : "no state")
 
 static struct sockaddr_in
 loopback(uint16_t port)

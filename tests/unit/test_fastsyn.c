@@ -50,12 +50,7 @@ group_setup(void **state)
 	return 0;
 }
 
-#define NEED_ENV() do {							\
-	if (env_skip != NULL) {						\
-		print_message("skipped: %s\n", env_skip);		\
-		skip();							\
-	}								\
-} while (0)
+#define NEED_ENV()	TESTNS_SKIP_IF(env_skip)
 
 #define IFX	1
 #define SRC	0x0a000002u	/* 10.0.0.2 */

@@ -46,12 +46,7 @@ group_setup(void **state)
 	return 0;
 }
 
-#define NEED_ENV() do {							\
-	if (env_skip != NULL) {						\
-		print_message("skipped: %s\n", env_skip);		\
-		skip();							\
-	}								\
-} while (0)
+#define NEED_ENV()	TESTNS_SKIP_IF(env_skip)
 
 static void
 burst(int n)

@@ -158,12 +158,8 @@ fixture_teardown(void **state)
 	return 0;
 }
 
-#define NEED_ENV(state) do {						\
-	if (*(state) == NULL) {						\
-		print_message("skipped: %s\n", env_skip);		\
-		skip();							\
-	}								\
-} while (0)
+#define NEED_ENV(state)	TESTNS_SKIP_IF(*(state) != NULL ? NULL :	\
+    env_skip != NULL ? env_skip : "no state")
 
 static void
 send_to(int fd, uint16_t port, const char *msg)

@@ -72,4 +72,12 @@ testns_run(char *const argv[])
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Skips the calling cmocka test, saying why, when why is not NULL. */
+#define TESTNS_SKIP_IF(why) do {					\
+	if ((why) != NULL) {						\
+		print_message("skipped: %s\n", (why));			\
+		skip();							\
+	}								\
+} while (0)
+
 #endif

@@ -91,6 +91,9 @@ echo "# put off past the room: $(tb_status copies.put_off_full); proofs read ami
 # for another, holding a slot, and the table filled: 4,700 refused)
 tb_check "proofs read before their hellos were kept and used ($(tb_status copies.early_kept) kept, $(tb_status copies.early_pushed) pushed out)" \
     [ "$(tb_status copies.early_used)" -gt 0 ]
+full=$(tb_sql "SELECT count(*) FROM flows WHERE id > $id0 AND reason = 'hold_table_full'")
+tb_check "connections refused for want of room ($full) are under a tenth of the $syns the server saw (a third until then; none since)" \
+    [ "$full" -lt $((syns / 10)) ]
 
 # and afterwards: an allowed hello reaches the server and is answered, a
 # name not allowed is refused before the server gets a byte of it (the

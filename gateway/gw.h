@@ -93,6 +93,9 @@ gw_now_ms(void)
 /* The server's packets on a connection under the verify mark: copies to
  * sluiced (NFLOG), for their ACK (inspect.c) */
 #define GW_VERIFY_GROUP		8
+/* Bounds a read of all the copies waiting in one of those sockets:
+ * reads of up to 64 copies, more than its 16 MiB hold */
+#define GW_COPIES_DRAIN_READS	1600
 /* ... of them, put off at once at most (inspect.c: verify_reply) */
 #define GW_LATER_MAX		64
 /* ... read before the copy of the first flight they prove (--kernel-sni,
@@ -325,11 +328,6 @@ struct gw {
 	uint64_t		 early_kept;	/* proofs read before their flight */
 	uint64_t		 early_used;	/* ... that proved it */
 	uint64_t		 early_pushed;	/* ... lost to another's slot */
-	uint64_t		 copies_interleaved;	/* proofs read amid a
-							 * backlog of SYNs
-							 * (synpath.c:
-							 * gw_fastsyn_drain) */
-	bool			 vlog_reading;	/* inside a read of those copies */
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */

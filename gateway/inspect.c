@@ -747,8 +747,9 @@ tls_verified(struct gw *gw, struct hold *h, uint64_t now)
  * With both taken by other connections' the older goes (early_pushed):
  * that connection waits for its server's next packet, as before (one
  * way, 65,536 slots: 300 of 7,000 pushed out in 67, and as many
- * connections held 10 s; two ways: 7-44, 1-29 held). It proves the flight (early_take)
- * only if it acknowledges all of it and at most GW_EARLY_WINDOW past: an
+ * connections held 10 s; two ways: 7-44, 1-29 held). It proves the
+ * flight (early_take) only if it acknowledges all of it and at most
+ * GW_EARLY_WINDOW past: an
  * ACK of an older connection on the same 5-tuple, read within
  * GW_EARLY_MS, lands there one time in 65,536, and then lets go a
  * connection whose hello sluiced has decided on and the kernel let out.
@@ -811,7 +812,8 @@ early_keep(struct gw *gw, const struct nfq_flow_key *k,
 	}
 }
 
-/* h has just begun to wait for its proof: one read first lets it go. */
+/* h, a hello the kernel let out, has just begun to wait for its proof
+ * (tls_step): one read first lets it go. */
 static bool
 early_take(struct gw *gw, struct hold *h, uint64_t now)
 {
@@ -822,8 +824,6 @@ early_take(struct gw *gw, struct hold *h, uint64_t now)
 		return false;
 	ack = e->ack;
 	e->ms = 0;
-	if (h->kind != HOLD_TLS || !h->verifying || h->stale)
-		return false;
 	if (e->rst) {
 		/* nothing more to wait for (as verify_reply) */
 		gw->early_used++;
@@ -1505,7 +1505,7 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	}
 	if (h == NULL) {
 		if (pkt->copy) {
-			if (gw->ksni_rules && t->proto == IPPROTO_TCP)
+			if (gw->ksni_rules)	/* on_proof: TCP */
 				early_keep(gw, &key, t, now);
 			return;
 		}
@@ -1611,12 +1611,8 @@ gw_verify_open(struct gw *gw, char *err, size_t errlen)
 void
 gw_verify_read(struct gw *gw)
 {
-	if (gw->vlog == NULL || gw->vlog_reading)
-		return;
-	gw->vlog_reading = true;
-	if (nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
+	if (gw->vlog != NULL && nfq_nflog_recv(gw->vlog, on_proof, gw) == -1)
 		log_warn("server packets' copies: receive");
-	gw->vlog_reading = false;
 }
 
 void
@@ -1632,15 +1628,10 @@ gw_verify_drain(struct gw *gw)
 {
 	int i;
 
-	if (gw->vlog == NULL || gw->vlog_reading)
-		return;
-	gw->vlog_reading = true;
-	/* bounded: more than a socket buffer's worth (VLOG_RCVBUF) */
-	for (i = 0; i < 1600; i++)
+	for (i = 0; gw->vlog != NULL && i < GW_COPIES_DRAIN_READS; i++)
 		if (nfq_nflog_recv(gw->vlog, on_proof, gw) <= 0 ||
 		    nfq_nflog_drained(gw->vlog))
 			break;
-	gw->vlog_reading = false;
 }
 
 void

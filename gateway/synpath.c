@@ -273,7 +273,7 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		 * entry goes, and its next SYNs take the queue */
 		gw->fastsyn_stale++;
 		if (nfq_fastsyn_del(gw->fastsyn, pkt->indev, t.saddr, t.daddr,
-		    t.dport) == -1)
+		    t.dport, now) == -1)
 			log_warn("kernel-SYN set: delete");
 	}
 	if (d.verdict == GW_DENY && (d.reason == GW_R_SPOOFED_SOURCE ||
@@ -467,10 +467,6 @@ gw_fastsyn_read(struct gw *gw)
 	copies_lost(gw, gw_now_ms());
 }
 
-/* Bounds a drain: 1,600 reads of up to 64 copies, more than the
- * socket's 16 MiB holds. */
-#define FASTSYN_DRAIN_READS	1600
-
 bool
 gw_fastsyn_drain(struct gw *gw)
 {
@@ -480,25 +476,13 @@ gw_fastsyn_drain(struct gw *gw)
 
 	if (gw->nflog == NULL)
 		return true;
-	for (i = 0; i < FASTSYN_DRAIN_READS; i++) {
+	for (i = 0; i < GW_COPIES_DRAIN_READS; i++) {
 		if (nfq_nflog_recv(gw->nflog, on_copy, gw) == -1) {
 			log_warn("kernel SYNs: receive");
 			break;
 		}
 		if ((dry = nfq_nflog_drained(gw->nflog)))
 			break;
-		/*
-		 * A backlog of SYNs (after a stall) fills the hold table
-		 * faster than its proofs, waiting in the other socket, free
-		 * it: read those too before the table is full, or the
-		 * SYNs past it are refused (hold_table_full). Not inside a
-		 * read of them (its buffer is in use).
-		 */
-		if (gw->vlog != NULL && !gw->vlog_reading &&
-		    gw_inspect_count(gw) > GW_HOLD_MAX / 2) {
-			gw->copies_interleaved++;
-			gw_verify_drain(gw);
-		}
 	}
 	now = gw_now_ms();
 	copies_lost(gw, now);

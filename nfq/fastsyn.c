@@ -100,15 +100,6 @@ nfq_fastsyn_key(uint8_t key[NFQ_FASTSYN_KEY_LEN], uint32_t ifindex,
 	memcpy(key + 12, &p, 2);
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static size_t
 gone_slot(const uint8_t *key)
 {
@@ -294,10 +285,9 @@ nfq_fastsyn_add(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
 
 int
 nfq_fastsyn_del(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
-    uint32_t daddr, uint16_t dport)
+    uint32_t daddr, uint16_t dport, uint64_t now)
 {
 	uint8_t key[NFQ_FASTSYN_KEY_LEN];
-	uint64_t now = mono_ms();
 	size_t slot;
 
 	nfq_fastsyn_key(key, ifindex, saddr, daddr, dport);

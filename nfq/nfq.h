@@ -731,9 +731,10 @@ int nfq_fastsyn_add(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
 
 /* Deletes one element, or every element (only if one was added since the
  * last flush); acknowledged (gone on return 0). An element deleted less
- * than a second ago and not added since costs no transaction. */
+ * than a second before now (ms, CLOCK_MONOTONIC) and not added since
+ * costs no transaction. */
 int nfq_fastsyn_del(struct nfq_fastsyn *fs, uint32_t ifindex, uint32_t saddr,
-    uint32_t daddr, uint16_t dport);
+    uint32_t daddr, uint16_t dport, uint64_t now);
 int nfq_fastsyn_flush(struct nfq_fastsyn *fs);
 void nfq_fastsyn_stats(const struct nfq_fastsyn *fs,
     struct nfq_fastsyn_stats *st);

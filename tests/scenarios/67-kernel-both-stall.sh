@@ -84,7 +84,7 @@ tb_assert_le "$missing" "$lost" \
     "connections that reached the server without a row ($missing) are no more than the copies counted lost ($lost)"
 tb_sql "SELECT verdict, reason, count(*) FROM flows WHERE id > $id0 GROUP BY 1, 2" |
     sed 's/^/# /'
-echo "# put off past the room: $(tb_status copies.put_off_full); proofs read amid the SYNs: $(tb_status copies.interleaved) times; still held: $(tb_status queue.held_flows)"
+echo "# put off past the room: $(tb_status copies.put_off_full); still held: $(tb_status queue.held_flows)"
 # the backlog's proofs run ahead of their hellos (the other socket is
 # read at every SYN): kept, they let those connections go when their
 # hellos are read (before 2026-12-03 each such connection waited 10 s

@@ -3273,6 +3273,17 @@ test_reader_presented(void **state)
  * Rows that expire half a second after they are written, at a steady
  * rate: once the purge keeps up, the file stops growing, since freed
  * pages are reused and the WAL starts over after each round.
+ *
+ * Each 20 rows wait until they are written. Unpaced, a writer stalled
+ * for half a second (a checkpoint's fsync behind another test's writes,
+ * the CPUs busy with the unit tests run beside it) came back to a
+ * backlog of some 2,000 rows that went in before the next purge round:
+ * the WAL grew by a round's worth of pages and the database by the rows
+ * not yet purged, 1.3-1.7 times the size after the warm-up, in 1 run of
+ * 15 under load and once in CI. That is a backlog catching up, not
+ * retention failing; paced by the writer, the test sees only the latter.
+ * With the checkpoints and SQLite's autocheckpoint left out, it fails
+ * at 2.5 times.
  */
 static void
 test_retention_bounded(void **state)
@@ -3298,6 +3309,7 @@ test_retention_bounded(void **state)
 			if (store_put_flow(s, &f) == 0)
 				put++;
 		}
+		assert_int_equal(store_flush(s, 10000), 0);
 		usleep(5000);
 		size = db_size(fx->path);
 		if (warm == 0 && since(&t0) >= 1.5) {

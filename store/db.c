@@ -909,6 +909,24 @@ store_db_purge(struct store_db *d, enum store_purge_table table,
 	return finish(d, rc) == 0 ? deleted : -1;
 }
 
+/*
+ * After a checkpoint the WAL starts over from its top, but its file keeps
+ * the size it grew to: once a long read (an export, a reader's snapshot
+ * held open) has held the checkpoints back, hundreds of megabytes would
+ * stay on the disk for good. With a limit, the first commit after the WAL
+ * starts over cuts the file back to it. Best effort: the pragma only
+ * sets a number on the connection.
+ */
+int
+store_db_wal_limit(struct store_db *d, int64_t bytes)
+{
+	char sql[64];
+
+	snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %lld",
+	    (long long)bytes);
+	return sqlite3_exec(d->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
 void
 store_db_checkpoint(struct store_db *d)
 {

@@ -77,6 +77,7 @@ struct store {
 	/* Retention. Only the writer changes these (purge_round without
 	 * the lock), but for store_set_purge_interval. */
 	int64_t			 retain_us;	/* 0: keep everything */
+	int64_t			 wal_limit;	/* bytes */
 	unsigned		 purge_ms;
 	struct timespec		 purge_at;	/* the next round, monotonic */
 	int			 purging;	/* a round is under way */
@@ -411,8 +412,9 @@ writer_db(struct store *s)
 {
 	char err[256];
 
-	if (s->db == NULL)
-		s->db = store_db_open(s->path, err, sizeof(err));
+	if (s->db == NULL &&
+	    (s->db = store_db_open(s->path, err, sizeof(err))) != NULL)
+		(void)store_db_wal_limit(s->db, s->wal_limit);
 	return s->db;
 }
 
@@ -679,6 +681,8 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 		s->retain_us = opts->retain_days > INT64_MAX / DAY_US ?
 		    INT64_MAX / DAY_US * DAY_US : opts->retain_days * DAY_US;
 	s->purge_ms = PURGE_INTERVAL_MS;
+	s->wal_limit = opts && opts->wal_limit > 0 ? opts->wal_limit :
+	    STORE_WAL_LIMIT_DEFAULT;
 	/* The first round as soon as the writer is idle: the daemon may
 	 * have been down for a while. */
 	clock_gettime(CLOCK_MONOTONIC, &s->purge_at);
@@ -694,6 +698,7 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 
 	if ((s->db = store_db_open(path, err, errlen)) == NULL)
 		goto fail;
+	(void)store_db_wal_limit(s->db, s->wal_limit);
 	if ((s->path = strdup(path)) == NULL) {
 		open_err(err, errlen, path, errno);
 		goto fail;

@@ -12,6 +12,9 @@
 #define STORE_QUEUE_DEFAULT	16384
 #define STORE_BATCH_DEFAULT	4096	/* records per transaction at most */
 #define STORE_FLUSH_MS_DEFAULT	50	/* a partial batch waits this long at most */
+/* The WAL file is cut back to this when it starts over (it grows past it
+ * while a reader's snapshot holds the checkpoint back). */
+#define STORE_WAL_LIMIT_DEFAULT	(64 << 20)
 
 struct store;
 
@@ -82,6 +85,7 @@ struct store_opts {
 	unsigned	retain_days;	/* 0: keep everything; else rows older
 					 * than this are purged, in small
 					 * batches, by the writer */
+	int64_t		wal_limit;	/* bytes; 0: STORE_WAL_LIMIT_DEFAULT */
 };
 
 /* A flow ended (conntrack destroyed its entry): the newest row of that

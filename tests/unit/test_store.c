@@ -3342,6 +3342,67 @@ test_retention_bounded(void **state)
 		    (long long)most);
 }
 
+/* Puts n flows of over 550 bytes each and waits until they are in. */
+static void
+put_wide_flows(struct store *s, int n)
+{
+	struct store_flow f;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		make_flow(&f, store_now_us(), 443);
+		fill(f.rule, sizeof(f.rule), 'r');
+		fill(f.sni, sizeof(f.sni), 's');
+		assert_int_equal(store_put_flow(s, &f), 0);
+		if (i % 1000 == 999)
+			assert_int_equal(store_flush(s, 10000), 0);
+	}
+	assert_int_equal(store_flush(s, 10000), 0);
+}
+
+/*
+ * A reader that keeps its snapshot holds every checkpoint back, and the
+ * WAL grows meanwhile; once the reader is done, the WAL starts over and
+ * its file is cut back to the limit, not kept at the size it reached.
+ */
+static void
+test_wal_limit(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts opts = { .wal_limit = 1 << 20 };
+	struct store *s;
+	sqlite3 *reader;
+	char wal[256];
+	off_t grown;
+	int round;
+
+	snprintf(wal, sizeof(wal), "%s-wal", fx->path);
+	s = open_ok(fx->path, &opts);
+	put_wide_flows(s, 10);
+	reader = peer_open(fx->path);
+	peer_exec(reader, "BEGIN");
+	assert_int_equal(query_int(reader, "SELECT count(*) FROM flows"), 10);
+	put_wide_flows(s, 8000);
+	grown = file_size(wal);
+	if (grown < 3 << 20)
+		fail_msg("the WAL grew to %lld bytes only behind the reader",
+		    (long long)grown);
+	peer_exec(reader, "COMMIT");
+	sqlite3_close(reader);
+
+	/* SQLite checkpoints at a commit that finds the WAL past 1,000
+	 * pages; the commit after that starts it over and cuts it. */
+	for (round = 0; round < 4 && file_size(wal) > 1 << 20; round++)
+		put_wide_flows(s, 10);
+	if (file_size(wal) > 1 << 20)
+		fail_msg("the WAL stayed at %lld bytes (%lld behind the reader;"
+		    " limit %d)", (long long)file_size(wal), (long long)grown,
+		    1 << 20);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    8010 + 10 * round);
+}
+
 /*
  * A fault under an open store: start provokes it, clear ends it as an
  * operator would. new_file: the store then writes to a new database at
@@ -3814,6 +3875,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reader_presented, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_retention_bounded, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_wal_limit, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_fault_locked, setup,
 		    teardown),

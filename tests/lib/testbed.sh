@@ -211,7 +211,8 @@ user root;
 worker_processes 1;
 pid $TB_DIR/nginx.pid;
 error_log $TB_DIR/nginx.error.log info;
-events { worker_connections 512; }
+worker_rlimit_nofile 16384;
+events { worker_connections 8192; }
 http {
 	default_type text/plain;
 	client_body_temp_path $TB_DIR/nginx/tmp/body;

@@ -48,8 +48,14 @@ wait "$cbpid"
 cb() { "$TB_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$TB_DIR/cb.out" "$1"; }
 ok=$(cb ok)
 tb_check "sluiced still runs" kill -0 "$TB_SLUICED_PID"
-tb_check "a load was made ($ok connections answered, $(cb errors) failed)" \
+errs=$(cb errors)
+tb_check "a load was made ($ok connections answered, $errs failed)" \
     [ "${ok:-0}" -gt 500 ]
+# Each connection has 3 s: a stall of 0.6 s costs none of them (until
+# 2026-12-03 the bed's nginx took 512 connections at most, and the
+# backlog of the stall made it close 2,800-6,700 of each load at once)
+tb_check "the stall failed under 1 % of the connections ($errs of $ok)" \
+    [ "${errs:-1}" -le $((${ok:-0} / 100)) ]
 sleep 0.5
 kill -INT "$tcpdump_pid"
 wait "$tcpdump_pid" 2>/dev/null

@@ -2155,7 +2155,8 @@ test_upgrade_from_v4(void **state)
 		store_close(open_ok(fx->path, NULL));
 
 		db = peer_open(fx->path);
-		assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
+		assert_int_equal(query_int(db, "PRAGMA user_version"),
+		    STORE_SCHEMA_VERSION);
 		assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 		assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 		    want_sql);
@@ -2167,6 +2168,63 @@ test_upgrade_from_v4(void **state)
 	}
 }
 
+/*
+ * 5 -> 6: flows_tuple over the open flows only. Two flows of one 5-tuple
+ * in a version 5 file, the first ended: upgraded, the index holds the
+ * open one, and an end still finds it.
+ */
+static void
+test_upgrade_from_v5(void **state)
+{
+	struct fixture *fx = *state;
+	char want[8192], got[8192], want_sql[8192], got_sql[8192];
+	struct store_flow_end e;
+	struct store *s;
+	sqlite3 *db;
+
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	peer_exec(db, "BEGIN;"
+	    "DROP INDEX flows_tuple;"
+	    "CREATE INDEX flows_tuple ON flows(src_ip, src_port, dst_ip,"
+	    " dst_port);"
+	    "PRAGMA user_version = 5;"
+	    "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,"
+	    " dst_port, verdict, reason, end_ts, end_state) VALUES"
+	    " (1700000000000000, 'task-a', 'tcp', '10.77.0.2', 40000,"
+	    " '192.0.2.10', 443, 'allow', 'allowed_cidr', 1700000001000000,"
+	    " 'closed'), (1700000002000000, 'task-a', 'tcp', '10.77.0.2',"
+	    " 40000, '192.0.2.10', 443, 'allow', 'allowed_cidr', NULL, NULL);"
+	    "COMMIT");
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows INDEXED BY"
+	    " flows_tuple WHERE src_ip = '10.77.0.2'"), 2);
+	sqlite3_close(db);
+
+	s = open_ok(fx->path, NULL);
+	db = peer_open(fx->path);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+	    want_sql);
+	assert_true(strstr(got_sql, "WHERE end_ts IS NULL") != NULL);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows INDEXED BY"
+	    " flows_tuple WHERE src_ip = '10.77.0.2' AND end_ts IS NULL"), 1);
+
+	make_end(&e, 1700000003000000, "tcp", "10.77.0.2", 40000,
+	    "192.0.2.10", 443);
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	assert_int_equal(query_int(db, "SELECT id FROM flows WHERE end_ts ="
+	    " 1700000003000000"), 2);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows INDEXED BY"
+	    " flows_tuple WHERE src_ip = '10.77.0.2' AND end_ts IS NULL"), 0);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM flows"), 2);
+	sqlite3_close(db);
+	store_close(s);
+}
+
 static void
 test_newer_schema_refused(void **state)
 {
@@ -2174,20 +2232,26 @@ test_newer_schema_refused(void **state)
 	char err[512], want[512], buf[32];
 	sqlite3 *db;
 
+	char sql[64];
+
 	db = peer_open(fx->path);
-	peer_exec(db, "CREATE TABLE flows (x); PRAGMA user_version = 6");
+	snprintf(sql, sizeof(sql), "CREATE TABLE flows (x);"
+	    " PRAGMA user_version = %d", STORE_SCHEMA_VERSION + 1);
+	peer_exec(db, sql);
 	sqlite3_close(db);
 
 	assert_null(store_open(fx->path, NULL, err, sizeof(err)));
-	snprintf(want, sizeof(want), "%s: database schema version 6 is newer"
-	    " than this sluice (5)", fx->path);
+	snprintf(want, sizeof(want), "%s: database schema version %d is newer"
+	    " than this sluice (%d)", fx->path, STORE_SCHEMA_VERSION + 1,
+	    STORE_SCHEMA_VERSION);
 	assert_string_equal(err, want);
 
 	/* Refused before anything was changed. */
 	db = peer_open(fx->path);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "delete");
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 6);
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION + 1);
 	sqlite3_close(db);
 }
 
@@ -3062,6 +3126,14 @@ test_query_plans(void **state)
 	    "SEARCH lost_records USING INTEGER PRIMARY KEY (rowid=?)|"
 	    "LIST SUBQUERY 1|"
 	    "SEARCH lost_records USING COVERING INDEX lost_records_ts (ts<?)|");
+	/* store_reader's: what an open connection presented */
+	assert_string_equal(plan_of(db, "SELECT coalesce(nullif(sni, ''),"
+	    " nullif(http_host, ''), '') FROM flows WHERE src_ip = ?1 AND"
+	    " src_port = ?2 AND dst_ip = ?3 AND dst_port = ?4 AND proto = 'tcp'"
+	    " AND end_ts IS NULL AND verdict != 'deny' ORDER BY id DESC"
+	    " LIMIT 1", buf, sizeof(buf)),
+	    "SEARCH flows USING INDEX flows_tuple (src_ip=? AND src_port=?"
+	    " AND dst_ip=? AND dst_port=?)|");
 	sqlite3_close(db);
 }
 
@@ -3832,6 +3904,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_upgrade_chain_is_one_transaction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_v4, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v5, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
 		    setup, teardown),

@@ -204,7 +204,8 @@ handle(struct gw *gw, json_t *req)
 			nfq_nflog_stats(gw->vlog, &vs);
 		o = json_pack("{s:b, s:s, s:I, s:s, s:I, s:{s:I, s:I, s:I, s:I, "
 		    "s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
-		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}, "
+		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, "
+		    "s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
@@ -231,6 +232,8 @@ handle(struct gw *gw, json_t *req)
 		    "capacity", (json_int_t)st.capacity,
 		    "capacity_bytes", (json_int_t)st.capacity_bytes,
 		    "writable", store_writable(gw->store),
+		    "db_bytes", (json_int_t)st.db_bytes,
+		    "wal_bytes", (json_int_t)st.wal_bytes,
 		    "dns", "queries", (json_int_t)ds.queries,
 		    "answered", (json_int_t)ds.answered,
 		    "forwarded", (json_int_t)ds.forwarded,

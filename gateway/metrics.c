@@ -546,6 +546,12 @@ gw_metrics_render(const struct gw_metrics *m,
 	one(&t, "sluice_log_queue_capacity_bytes", "gauge",
 	    "Bytes the log's queue holds at most (long records fill it before "
 	    "its count does).", st->log.capacity_bytes);
+	one(&t, "sluice_log_db_bytes", "gauge",
+	    "The database file's size.", (uint64_t)st->log.db_bytes);
+	one(&t, "sluice_log_wal_bytes", "gauge",
+	    "Its -wal file's size: it grows while a reader's snapshot holds "
+	    "the checkpoints back, and is cut back to 64 MiB after.",
+	    (uint64_t)st->log.wal_bytes);
 	one(&t, "sluice_log_writable", "gauge",
 	    "1 while the database can be written; 0 while new flows are "
 	    "denied (log_unavailable).", st->log_writable ? 1 : 0);
@@ -703,7 +709,7 @@ gw_metrics_json(const struct gw_metrics *m, const struct gw_metrics_state *st)
 	    "held_flows", (json_int_t)st->held_flows,
 	    "kernel", kernel));
 	json_object_set_new(o, "log", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:I, s:b}", "queued", (json_int_t)st->log.queued,
+	    "s:I, s:I, s:I, s:I, s:I, s:b}", "queued", (json_int_t)st->log.queued,
 	    "written", (json_int_t)st->log.written,
 	    "lost", (json_int_t)st->log.rejected,
 	    "write_errors", (json_int_t)st->log.write_errors,
@@ -712,6 +718,8 @@ gw_metrics_json(const struct gw_metrics *m, const struct gw_metrics_state *st)
 	    "capacity", (json_int_t)st->log.capacity,
 	    "capacity_bytes", (json_int_t)st->log.capacity_bytes,
 	    "denied_unlogged", (json_int_t)st->denied_unlogged,
+	    "db_bytes", (json_int_t)st->log.db_bytes,
+	    "wal_bytes", (json_int_t)st->log.wal_bytes,
 	    "writable", st->log_writable));
 	json_object_set_new(o, "rate_limited", json_pack("{s:I, s:I}",
 	    "flows", (json_int_t)st->limited_flows,

@@ -76,6 +76,8 @@ struct store_stats {
 	uint64_t	lost_persisted;	/* refusals (any reason) counted in
 					 * lost_records so far */
 	uint64_t	purged;		/* rows deleted by retention */
+	int64_t		db_bytes;	/* the database file's size now */
+	int64_t		wal_bytes;	/* its -wal file's (0: none) */
 };
 
 struct store_opts {

@@ -172,6 +172,13 @@ tb_assert_eq "$(jget "$sj" log.capacity)" 16384 "stats -j: the log's queue holds
 tb_check "stats -j: and some MiB ($(jget "$sj" log.capacity_bytes))" \
     [ "$(jget "$sj" log.capacity_bytes)" -gt 1048576 ]
 tb_assert_eq "$(jget "$sj" log.writable)" true "stats -j: the log is writable"
+db_bytes=$(jget "$sj" log.db_bytes)
+tb_check "stats -j: the database's size ($db_bytes bytes), whole pages" \
+    [ "${db_bytes:-0}" -gt 0 -a $((${db_bytes:-1} % 4096)) = 0 ]
+tb_check "stats -j: its WAL's size ($(jget "$sj" log.wal_bytes)), as on the disk" \
+    [ "$(jget "$sj" log.wal_bytes)" = "$(stat -c %s "$TB_DIR/flows.db-wal")" ]
+tb_check "status: store.db_bytes ($(tb_status store.db_bytes)) and store.wal_bytes" \
+    [ "$(tb_status store.db_bytes)" -gt 0 -a -n "$(tb_status store.wal_bytes)" ]
 tb_check "stats -j: the kernel's queue table was read (gateway namespace)" \
     [ "$(jget "$sj" queue.kernel.dropped)" = 0 ]
 tb_check "stats -j: packets were counted" [ "$(jget "$sj" queue.packets)" -ge 2 ]

@@ -112,6 +112,8 @@ test_counters(void **state)
 	st.log.depth_bytes = 1984;
 	st.log.capacity = 16384;
 	st.log.capacity_bytes = 6396928;
+	st.log.db_bytes = 331776;
+	st.log.wal_bytes = 4124152;
 	st.log_writable = true;
 	st.dns.forwarded = 21;
 	st.dns.upstream_timeouts = 22;
@@ -206,6 +208,10 @@ test_counters(void **state)
 	assert_line(text, "sluice_log_backlog_bytes 1984");
 	assert_line(text, "sluice_log_queue_capacity_records 16384");
 	assert_line(text, "sluice_log_queue_capacity_bytes 6396928");
+	assert_line(text, "# TYPE sluice_log_db_bytes gauge");
+	assert_line(text, "sluice_log_db_bytes 331776");
+	assert_line(text, "# TYPE sluice_log_wal_bytes gauge");
+	assert_line(text, "sluice_log_wal_bytes 4124152");
 	assert_line(text, "sluice_log_writable 1");
 	assert_line(text, "sluice_denied_unlogged_total 6");
 	assert_line(text, "sluice_build_info{version=\"" SLUICE_VERSION "\"} 1");

@@ -3442,6 +3442,7 @@ test_wal_limit(void **state)
 {
 	struct fixture *fx = *state;
 	struct store_opts opts = { .wal_limit = 1 << 20 };
+	struct store_stats stats;
 	struct store *s;
 	sqlite3 *reader;
 	char wal[256];
@@ -3456,6 +3457,9 @@ test_wal_limit(void **state)
 	assert_int_equal(query_int(reader, "SELECT count(*) FROM flows"), 10);
 	put_wide_flows(s, 8000);
 	grown = file_size(wal);
+	store_stats(s, &stats);
+	assert_int_equal(stats.wal_bytes, grown);
+	assert_int_equal(stats.db_bytes, file_size(fx->path));
 	if (grown < 3 << 20)
 		fail_msg("the WAL grew to %lld bytes only behind the reader",
 		    (long long)grown);
@@ -3470,6 +3474,8 @@ test_wal_limit(void **state)
 		fail_msg("the WAL stayed at %lld bytes (%lld behind the reader;"
 		    " limit %d)", (long long)file_size(wal), (long long)grown,
 		    1 << 20);
+	store_stats(s, &stats);
+	assert_int_equal(stats.wal_bytes, file_size(wal));
 	store_close(s);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
 	    8010 + 10 * round);

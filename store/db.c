@@ -588,6 +588,21 @@ store_db_open(const char *path, char *err, size_t errlen)
 	}
 	if (check_version(d->db, version, path, err, errlen) == -1)
 		goto fail;
+	/*
+	 * A new file gets pages of 16 KiB instead of SQLite's 4: the writer
+	 * took 17 % less CPU a DNS row (storebench, 300,000 rows at 80,000/s,
+	 * 6 runs each alternating: median 2.02 against 2.44 us), 10-20 % less
+	 * a flow row, and with 1,000 sandboxes, whose rows land on a page each
+	 * in the indexes by sandbox, 8.5-27 against 11.9-31 us as the log
+	 * grew (log-scale.sh). Fewer pages to split, to checksum into the WAL
+	 * and to copy back at the checkpoint. It is a no-op on a file that has
+	 * tables: in WAL mode the page size of an existing database is fixed.
+	 */
+	if (sqlite3_exec(d->db, "PRAGMA page_size = 16384", NULL, NULL,
+	    NULL) != SQLITE_OK) {
+		db_err(d->db, path, err, errlen);
+		goto fail;
+	}
 	if (set_wal(d->db, path, err, errlen) == -1)
 		goto fail;
 	/* WAL + NORMAL: a power loss may lose the last commits, never corrupt. */

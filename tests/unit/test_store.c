@@ -425,6 +425,7 @@ test_schema(void **state)
 	    STORE_SCHEMA_VERSION);
 	assert_string_equal(query_text(db, "PRAGMA journal_mode", buf,
 	    sizeof(buf)), "wal");
+	assert_int_equal(query_int(db, "PRAGMA page_size"), 16384);
 	assert_string_equal(query_text(db, "SELECT group_concat(name, ',')"
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
@@ -1551,6 +1552,8 @@ test_upgrade_from_v1(void **state)
 	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
 	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
 	    want_sql);
+	/* an old file keeps its pages (fixed in WAL mode) */
+	assert_int_equal(query_int(db, "PRAGMA page_size"), 4096);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
 	    FLOW_LOG_COLUMNS);
 	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 0);
@@ -3467,9 +3470,9 @@ test_wal_limit(void **state)
 	sqlite3_close(reader);
 
 	/* SQLite checkpoints at a commit that finds the WAL past 1,000
-	 * pages; the commit after that starts it over and cuts it. */
-	for (round = 0; round < 4 && file_size(wal) > 1 << 20; round++)
-		put_wide_flows(s, 10);
+	 * pages (16 MB); the commit after that starts it over and cuts it. */
+	for (round = 0; round < 40 && file_size(wal) > 1 << 20; round++)
+		put_wide_flows(s, 500);
 	if (file_size(wal) > 1 << 20)
 		fail_msg("the WAL stayed at %lld bytes (%lld behind the reader;"
 		    " limit %d)", (long long)file_size(wal), (long long)grown,
@@ -3478,7 +3481,7 @@ test_wal_limit(void **state)
 	assert_int_equal(stats.wal_bytes, file_size(wal));
 	store_close(s);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
-	    8010 + 10 * round);
+	    8010 + 500 * round);
 }
 
 /*

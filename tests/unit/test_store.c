@@ -1505,6 +1505,19 @@ expect_no_first_flight(sqlite3_stmt *st, int first)
 		expect_null(st, first + i);
 }
 
+/* db reads as a new database does (fresh_shape): version, objects, SQL. */
+static void
+expect_fresh(sqlite3 *db, const char *want, const char *want_sql)
+{
+	char got[8192], got_sql[8192];
+
+	assert_int_equal(query_int(db, "PRAGMA user_version"),
+	    STORE_SCHEMA_VERSION);
+	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
+	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
+	    want_sql);
+}
+
 /* A database as sluice version 1 left it: WAL, rows in every table. */
 static void
 make_v1(const char *path)
@@ -1540,18 +1553,14 @@ test_upgrade_from_v1(void **state)
 	struct store *s;
 	sqlite3 *db;
 	sqlite3_stmt *st;
-	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
+	char buf[512], want[8192], got[8192], want_sql[8192];
 
 	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
 	make_v1(fx->path);
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"),
-	    STORE_SCHEMA_VERSION);
-	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
-	    want_sql);
+	expect_fresh(db, want, want_sql);
 	/* an old file keeps its pages (fixed in WAL mode) */
 	assert_int_equal(query_int(db, "PRAGMA page_size"), 4096);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
@@ -1676,18 +1685,14 @@ test_upgrade_from_v2(void **state)
 	struct store *s;
 	sqlite3 *db;
 	sqlite3_stmt *st;
-	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
+	char buf[512], want[8192], got[8192], want_sql[8192];
 
 	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
 	make_v2(fx->path);
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"),
-	    STORE_SCHEMA_VERSION);
-	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
-	    want_sql);
+	expect_fresh(db, want, want_sql);
 	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
 	    FLOWS_COLUMNS);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
@@ -1850,7 +1855,7 @@ test_upgrade_from_v3(void **state)
 	struct store *s;
 	sqlite3 *db;
 	sqlite3_stmt *st;
-	char buf[512], want[8192], got[8192], want_sql[8192], got_sql[8192];
+	char buf[512], want[8192], got[8192], want_sql[8192];
 	int i;
 
 	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
@@ -1858,11 +1863,7 @@ test_upgrade_from_v3(void **state)
 	s = open_ok(fx->path, NULL);
 
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"),
-	    STORE_SCHEMA_VERSION);
-	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
-	    want_sql);
+	expect_fresh(db, want, want_sql);
 	assert_string_equal(columns(db, "flows", buf, sizeof(buf)),
 	    FLOWS_COLUMNS);
 	assert_string_equal(columns(db, "flow_log", buf, sizeof(buf)),
@@ -2145,7 +2146,7 @@ static void
 test_upgrade_from_v4(void **state)
 {
 	struct fixture *fx = *state;
-	char want[8192], got[8192], want_sql[8192], got_sql[8192];
+	char want[8192], want_sql[8192];
 	int drop_sni;
 	sqlite3 *db;
 
@@ -2158,11 +2159,7 @@ test_upgrade_from_v4(void **state)
 		store_close(open_ok(fx->path, NULL));
 
 		db = peer_open(fx->path);
-		assert_int_equal(query_int(db, "PRAGMA user_version"),
-		    STORE_SCHEMA_VERSION);
-		assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-		assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
-		    want_sql);
+		expect_fresh(db, want, want_sql);
 		assert_int_equal(query_int(db, "SELECT count(*) FROM flows"
 		    " WHERE sni = 'api.example.com'"), 1);
 		assert_int_equal(query_int(db, "SELECT count(*) FROM"
@@ -2180,7 +2177,7 @@ static void
 test_upgrade_from_v5(void **state)
 {
 	struct fixture *fx = *state;
-	char want[8192], got[8192], want_sql[8192], got_sql[8192];
+	char want[8192], want_sql[8192];
 	struct store_flow_end e;
 	struct store *s;
 	sqlite3 *db;
@@ -2206,12 +2203,8 @@ test_upgrade_from_v5(void **state)
 
 	s = open_ok(fx->path, NULL);
 	db = peer_open(fx->path);
-	assert_int_equal(query_int(db, "PRAGMA user_version"),
-	    STORE_SCHEMA_VERSION);
-	assert_string_equal(schema_shape(db, got, sizeof(got)), want);
-	assert_string_equal(object_sql(db, got_sql, sizeof(got_sql)),
-	    want_sql);
-	assert_true(strstr(got_sql, "WHERE end_ts IS NULL") != NULL);
+	expect_fresh(db, want, want_sql);
+	assert_true(strstr(want_sql, "WHERE end_ts IS NULL") != NULL);
 	assert_int_equal(query_int(db, "SELECT count(*) FROM flows INDEXED BY"
 	    " flows_tuple WHERE src_ip = '10.77.0.2' AND end_ts IS NULL"), 1);
 

@@ -405,6 +405,17 @@ settle(struct store *s, bool committed, const struct store_lost *lost)
 	pthread_cond_broadcast(&s->done);
 }
 
+/* A connection to the database, with this store's settings. */
+static struct store_db *
+db_open(const struct store *s, const char *path, char *err, size_t errlen)
+{
+	struct store_db *d;
+
+	if ((d = store_db_open(path, err, errlen)) != NULL)
+		store_db_wal_limit(d, s->wal_limit);
+	return d;
+}
+
 /*
  * The writer's connection, opened again when a damaged file made it drop
  * the last one: until the operator moves the file aside or repairs it
@@ -415,9 +426,8 @@ writer_db(struct store *s)
 {
 	char err[256];
 
-	if (s->db == NULL &&
-	    (s->db = store_db_open(s->path, err, sizeof(err))) != NULL)
-		(void)store_db_wal_limit(s->db, s->wal_limit);
+	if (s->db == NULL)
+		s->db = db_open(s, s->path, err, sizeof(err));
 	return s->db;
 }
 
@@ -699,9 +709,8 @@ store_open(const char *path, const struct store_opts *opts, char *err,
 	pthread_cond_init(&s->done, &ca);
 	pthread_condattr_destroy(&ca);
 
-	if ((s->db = store_db_open(path, err, errlen)) == NULL)
+	if ((s->db = db_open(s, path, err, errlen)) == NULL)
 		goto fail;
-	(void)store_db_wal_limit(s->db, s->wal_limit);
 	if ((s->path = strdup(path)) == NULL) {
 		open_err(err, errlen, path, errno);
 		goto fail;

@@ -114,7 +114,7 @@ int64_t store_db_purge(struct store_db *d, enum store_purge_table table,
 
 /* PRAGMA wal_checkpoint(PASSIVE): lets the WAL start over from its top. */
 void store_db_checkpoint(struct store_db *d);
-int store_db_wal_limit(struct store_db *d, int64_t bytes);
+void store_db_wal_limit(struct store_db *d, int64_t bytes);
 
 /*
  * true when the last failure says the file itself is bad (SQLITE_CORRUPT,

@@ -749,10 +749,10 @@ tls_verified(struct gw *gw, struct hold *h, uint64_t now)
  * way, 65,536 slots: 300 of 7,000 pushed out in 67, and as many
  * connections held 10 s; two ways: 7-44, 1-29 held). It proves the
  * flight (early_take) only if it acknowledges all of it and at most
- * GW_EARLY_WINDOW past: an
- * ACK of an older connection on the same 5-tuple, read within
- * GW_EARLY_MS, lands there one time in 65,536, and then lets go a
- * connection whose hello sluiced has decided on and the kernel let out.
+ * GW_EARLY_WINDOW past: an ACK of an older connection on the same
+ * 5-tuple, read within GW_EARLY_MS, lands there one time in 65,536, and
+ * then lets go a connection whose hello sluiced has decided on and the
+ * kernel let out.
  * A reset is kept too, and frees the hold as one read after the flight
  * would: a server that closes at once (a full accept queue: 67's, after
  * the stall) resets the hello when it comes, and a hold whose reset was

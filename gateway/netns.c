@@ -836,7 +836,31 @@ gw_gateway_setup(struct gw *gw, char *err, size_t errlen)
 	return rc;
 }
 
-/* Removes the gateway namespace; its veths (uplink, sandboxes) go with it. */
+/* Deletes the link NAME of the calling thread's namespace, if it has one. */
+static void
+link_del_here(const char *name)
+{
+	char err[512];
+	struct gw_nl *nl;
+	uint32_t idx;
+
+	if ((nl = gw_nl_open(err, sizeof(err))) == NULL) {
+		log_warnx("uplink %s: %s", name, err);
+		return;
+	}
+	if (gw_nl_link_index(nl, name, &idx, err, sizeof(err)) == 0 &&
+	    gw_nl_link_del(nl, idx, err, sizeof(err)) == -1)
+		log_warnx("uplink %s: %s", name, err);
+	gw_nl_close(nl);
+}
+
+/*
+ * Removes the gateway namespace; its veths (uplink, sandboxes) go with it.
+ * The far end of the uplink would go too, but only once the kernel gets
+ * round to freeing the namespace, and until then its name is taken: a
+ * start right after a teardown could not make it again ("File exists",
+ * seen on the bench's bed). So the uplink goes first, both ends at once.
+ */
 void
 gw_gateway_destroy(struct gw *gw)
 {
@@ -844,22 +868,16 @@ gw_gateway_destroy(struct gw *gw)
 
 	if (gw->cfg.uplink_netns == NULL) {
 		char peer[IF_NAMESIZE];
-		struct gw_nl *nl;
-		uint32_t idx;
 
-		/* the host end of the uplink would go with the namespace,
-		 * but only once the kernel gets round to freeing it: delete
-		 * it now, from the host's side (the calling thread's) */
+		/* from the host's side (the calling thread's) */
 		host_peer_name(&gw->cfg, peer, sizeof(peer));
-		if ((nl = gw_nl_open(err, sizeof(err))) == NULL) {
-			log_warnx("uplink %s: %s", peer, err);
-		} else {
-			if (gw_nl_link_index(nl, peer, &idx, err,
-			    sizeof(err)) == 0 && gw_nl_link_del(nl, idx, err,
-			    sizeof(err)) == -1)
-				log_warnx("uplink %s: %s", peer, err);
-			gw_nl_close(nl);
-		}
+		link_del_here(peer);
+	} else if (gw->gw_nsfd != -1 && gw->gw_nsfd != gw->host_nsfd) {
+		if (gw_netns_enter(gw->gw_nsfd) == -1)
+			fatal("setns %s", gw->cfg.netns);
+		link_del_here(GW_UPLINK_IF);
+		if (gw_netns_enter(gw->home_nsfd) == -1)
+			fatal("setns back home");
 	}
 	/* without its name and with no process inside, the kernel frees the
 	 * namespace */

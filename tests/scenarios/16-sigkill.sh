@@ -1,7 +1,9 @@
 #!/bin/bash
 # 16-sigkill: with sluiced killed by SIGKILL, new flows fail closed (the
 # queue has no reader, so the kernel drops) and nothing reaches the
-# attacker; after a restart the sandbox is adopted again and works.
+# attacker; after a restart the sandbox is adopted again and works. A
+# teardown takes the uplink's far end with it at once, so that a start
+# right after it can make the uplink again.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init sigkill
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -38,4 +40,17 @@ received=$(tb_attacker_received)
 tb_check "the attacker got only the post-restart bytes" \
     [ -z "$(echo "$received" | grep while-dead)" ]
 tb_assert_match "$received" "after-restart" "which did arrive"
+
+# The far end's name stayed taken until the kernel freed the namespace,
+# and a start right after the teardown failed: "File exists".
+peer="up-${TB_NETNS_GW:0:11}"
+tb_check "before the teardown the uplink's far end is $peer" \
+    ip -n "$TB_NETNS_INET" link show "$peer"
+tb_sluiced_stop
+tb_check "the teardown took it" \
+    bash -c "! ip -n '$TB_NETNS_INET' link show '$peer' >/dev/null 2>&1"
+tb_sluiced_start || { tb_fail "sluiced starts right after a teardown"; tb_done; }
+tb_check "sandbox add after it" tb_sandbox_add b "$TB_DIR/policy.json"
+out=$(echo "after-teardown" | tb_in b nc -w 3 "$TB_ADDR_ATK" 4444)
+tb_assert_eq "$out" "attacker" "and the new gateway's uplink carries flows"
 tb_done

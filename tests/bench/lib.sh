@@ -405,16 +405,69 @@ if o["errors"] == 0 and o["ok"] > 0:
     print(o["lat_p50_us"], o["lat_p99_us"])' "$TB_DIR/cb.out"
 }
 
+# bn_dns_queries FILE: the DNS load's queries, a.test and 99 names under
+# $BN_WILD: the authoritative server answers them all, and every
+# resolver's cache holds them all (dnsmasq's default is 150). An S policy
+# must allow *.$BN_WILD for them.
+bn_dns_queries() {
+	local i
+	{
+		printf '%s A\n' "$BN_NAME"
+		for ((i = 1; i < 100; i++)); do
+			printf 'n%d.%s A\n' "$i" "$BN_WILD"
+		done
+	} > "$1"
+}
+
+# bn_dnsq CFG SECS: dnsperf (4 clients, 100 queries in flight, the queries
+# of bn_dns_queries in $TB_DIR/queries.txt) for SECS from CFG's client
+# against S's resolver or Dc; prints "QPS CPU" (CPU: the server's, every
+# thread of it, in µs a query answered), nothing when it failed.
+bn_dnsq() {
+	local srv port=53 pid c0 c1
+
+	case $1 in
+	S) srv=$BN_S_GW pid=$BN_SLUICED_PID ;;
+	Dc) srv=10.214.1.1 pid=$BN_DC_PID port=$BN_DC_PORT ;;
+	*) return 1 ;;
+	esac
+	c0=$(bn_cpu_ns "$pid")
+	ip netns exec "$(bn_client_ns "$1")" timeout $((${2%.*} + 10)) \
+	    dnsperf -s "$srv" -p "$port" -d "$TB_DIR/queries.txt" -l "$2" \
+	    -c 4 -q 100 -t 2 > "$TB_DIR/dnsq.out" 2>&1 || return 1
+	c1=$(bn_cpu_ns "$pid")
+	awk -v cpu=$((c1 - c0)) '
+	    /Queries completed:/ { done = $3 }
+	    /Queries per second:/ { qps = $4 }
+	    END { if (done > 0) printf "%s %.3f\n", qps, cpu / 1000 / done }' \
+	    "$TB_DIR/dnsq.out"
+}
+
 # bn_pairs LABEL N MODE CONC SECS FILE [RATE]: N pairs of loads under B1
 # and under S, which goes first alternating (as in run.sh), s1's binding
 # refreshed before each pair. Without RATE, closed-loop bn_rate loads,
 # and "LABEL B1-RATE S-RATE" a pair is appended to FILE (0 for a load
 # that failed); with it, bn_lat loads, and "LABEL B1-P50 B1-P99 S-P50
-# S-P99" (a pair with a failed load is left out).
+# S-P99" (a pair with a failed load is left out). MODE dns: bn_dnsq
+# loads under Dc and S (CONC and RATE unused), and "LABEL Dc-CPU S-CPU
+# Dc-QPS S-QPS" (0 for a load that failed).
 bn_pairs() {
-	local i b s f=bn_rate
+	local i b s bq bc sq sc f=bn_rate
 
 	[ -n "${7:-}" ] && f=bn_lat
+	if [ "$3" = dns ]; then
+		for ((i = 0; i < $2; i++)); do
+			if ((i % 2)); then
+				s=$(bn_dnsq S "$5") b=$(bn_dnsq Dc "$5")
+			else
+				b=$(bn_dnsq Dc "$5") s=$(bn_dnsq S "$5")
+			fi
+			read -r bq bc <<< "${b:-0 0}"
+			read -r sq sc <<< "${s:-0 0}"
+			echo "$1 $bc $sc $bq $sq" >> "$6"
+		done
+		return
+	fi
 	for ((i = 0; i < $2; i++)); do
 		# shellcheck disable=SC2119 # a.test, its default
 		bn_resolve_s >/dev/null 2>&1

@@ -359,15 +359,8 @@ emit '{}' "\"phase\": \"meta\"" "\"date\": \"$(date -u '+%Y-%m-%d %H:%M UTC')\""
     head -n 1 | tr -d '"\\')), Linux $(uname -r)\""
 say "bed: internet, B0, B1, P (tinyproxy), Q (squid), D and Dc (dnsmasq)"
 bn_bed_up || { echo "bench: the test bed did not come up" >&2; exit 1; }
-# The DNS load: a.test and 99 names under *.w0.bench.example, an entry of
-# every S policy here; the authoritative server answers them all, and
-# every resolver's cache holds them all (dnsmasq's default is 150).
-{
-	printf '%s A\n' "$BN_NAME"
-	for ((i = 1; i < 100; i++)); do
-		printf 'n%d.%s A\n' "$i" "$BN_WILD"
-	done
-} > "$TB_DIR/queries.txt"
+# The DNS load (*.w0.bench.example is an entry of every S policy here).
+bn_dns_queries "$TB_DIR/queries.txt"
 policy "$TB_DIR/policy-10.json" 10
 policy "$TB_DIR/policy-big.json" "$BENCH_ENTRIES"
 say "bed: sluiced and sandbox ${P}-s1"

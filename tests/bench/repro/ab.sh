@@ -11,8 +11,10 @@
 # run is one bed and one binary; two runs of one binary differ by 0.03 in
 # TLS S/B1) shows here, or is shown to be within the spread.
 # Prints the median S/B1 of each and its spread, and the median rates.
-# Environment: ROUNDS (3), PAIRS (4), SECS (3), CONC (16), MODE (tls, or
-# http), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh),
+# Environment: ROUNDS (3), PAIRS (4), SECS (3), CONC (16), MODE (tls,
+# http, or dns: dnsperf as in run.sh against S and against Dc, dnsmasq
+# with its cache, and each one's CPU per query; S/Dc of that is the
+# measure, CONC and RATE are unused), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh),
 # ARGS_A and ARGS_B (flags for A's sluiced only, for B's only: one build
 # with and without a switch is `ARGS_B="--kernel-sni on" ab.sh HEAD HEAD`),
 # RATE (unset: the rate with CONC clients is measured; set: the setup
@@ -35,8 +37,8 @@ MODE=${MODE:-tls}
 RATE=${RATE:-}
 if [ -n "$RATE" ]; then CONC=${CONC:-1}; else CONC=${CONC:-16}; fi
 case $MODE in
-tls|http) ;;
-*) echo "ab: MODE is tls or http, not $MODE" >&2; exit 2 ;;
+tls|http|dns) ;;
+*) echo "ab: MODE is tls, http or dns, not $MODE" >&2; exit 2 ;;
 esac
 CONNBENCH=${CONNBENCH:-$REPO/build/connbench}
 [ -x "$CONNBENCH" ] || make -C "$REPO" -s build/connbench >/dev/null ||
@@ -76,6 +78,14 @@ export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
 
 . "$REPO/tests/bench/lib.sh"
 bn_repro_up ab
+if [ "$MODE" = dns ]; then
+	bn_dns_queries "$TB_DIR/queries.txt"
+	"$TB_PY" - "$TB_DIR/policy.json" "$BN_NAME" "*.$BN_WILD" <<'EOF'
+import json, sys
+json.dump({"network": {"allowedDomains": sys.argv[2:]}},
+          open(sys.argv[1], "w"))
+EOF
+fi
 
 : > "$TB_DIR/ab.txt"
 for ((r = 0; r < ROUNDS; r++)); do
@@ -89,7 +99,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 		export SLUICED=$w/build/sluiced SLUICE=$w/build/sluice
 		ev=ENV_$v
 		read -r -a envs <<< "${!ev:-}"
-		bn_sluice_up_env "${envs[@]}" >/dev/null 2>&1 ||
+		bn_sluice_up_env "${envs[@]}" >/dev/null ||
 		    { echo "ab: sluiced up failed ($v)" >&2; exit 1; }
 		# the binary running is the one meant
 		[ "$(readlink "/proc/$TB_SLUICED_PID/exe")" = "$w/build/sluiced" ] ||
@@ -107,7 +117,10 @@ done
 tb_sluiced_stop >/dev/null 2>&1
 # shellcheck disable=SC2034 # read by testbed.sh's exit trap
 TB_FINISHED=1
-if [ -n "$RATE" ]; then
+if [ "$MODE" = dns ]; then
+	echo "dns (dnsperf -c 4 -q 100), $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
+	kind=cpu
+elif [ -n "$RATE" ]; then
 	echo "$MODE, $CONC client(s) at $RATE/s, $ROUNDS rounds of $PAIRS pairs of ${SECS} s loads"
 	kind=lat
 else

@@ -1,12 +1,15 @@
 """pairs: the report of ab.sh and tls-split.sh.
 
-    pairs.py rate|lat FILE [--base LABEL] LABEL=NAME...
+    pairs.py rate|lat|cpu FILE [--base LABEL] LABEL=NAME...
 
-FILE holds one pair of loads a line, "LABEL B1-RATE S-RATE" (rate) or
-"LABEL B1-P50 B1-P99 S-P50 S-P99" (lat; µs); a pair with a 0 in it (a
-failed load) is left out. Prints a markdown table, one row a LABEL in the
-order given, named NAME: the median S/B1 and its spread and the median
-rates, or what S added to B1's p50 and p99 and the median latencies. With
+FILE holds one pair of loads a line, "LABEL B1-RATE S-RATE" (rate),
+"LABEL B1-P50 B1-P99 S-P50 S-P99" (lat; µs) or "LABEL Dc-CPU S-CPU
+Dc-QPS S-QPS" (cpu; µs of the server's CPU a DNS query); a pair with a 0
+in it (a failed load) is left out. Prints a markdown table, one row a
+LABEL in the order given, named NAME: the median S/B1 and its spread and
+the median rates, what S added to B1's p50 and p99 and the median
+latencies, or S/Dc of the CPU per query, of the queries/s, and the
+median CPU per query. With
 --base, each other row also says how far its median is from LABEL's.
 """
 import statistics
@@ -42,6 +45,18 @@ def main(argv):
 
         def others(p):
             return [med(p, 0), med(p, 1)]
+    elif kind == "cpu":
+        head = ["S/Dc CPU per query", "S/Dc queries/s", "Dc µs/query",
+                "S µs/query"]
+        fmt = ".3f"
+
+        def key(p):
+            return [r[1] / r[0] for r in p]
+
+        def others(p):
+            return [spread([r[3] / r[2] for r in p], ".3f"),
+                    f"{statistics.median(r[0] for r in p):.2f}",
+                    f"{statistics.median(r[1] for r in p):.2f}"]
     else:
         head = ["added p50, µs", "added p99, µs", "B1 p50 / p99",
                 "S p50 / p99"]

@@ -8,7 +8,12 @@
 /*
  * Layout: a fixed array of entries allocated by dns_bindings_new, hash
  * buckets of doubly linked chains keyed on (sandbox, addr) alone, so that
- * every name bound to one (sandbox, addr) sits in one chain, and two
+ * every name bound to one (sandbox, addr) sits in one chain (what a new
+ * flow's decision walks), a second set of chains keyed on (sandbox, addr,
+ * name), so that an answer refreshing a binding finds it without walking
+ * every other name of its address (an address of a CDN or a wildcard
+ * carries hundreds; the bench's 100 names on one address made that walk
+ * the largest part of sluiced's own CPU per query), and two
  * binary min-heaps on expiry over the same entries: one over all of them
  * (the candidate for reclaiming at the total bound) and one per sandbox
  * (the candidate at that sandbox's bounds). Either candidate is the heap's
@@ -39,8 +44,8 @@
  *   - the sandbox already holds per_addr names for that address: every
  *     new flow to the address walks its chain and checks each name there
  *     against the policy until one allows the flow, so this bounds the
- *     work of one decision (and of one lookup here). The count is taken
- *     in the walk that looks for the name anyway;
+ *     work of one decision (and of a new binding's count here; a binding
+ *     found again is found through its name chain, without that walk);
  *   - or the sandbox already holds per_sandbox;
  *   - or only the last quarter of the table is free and the sandbox
  *     already holds light or more: that quarter is kept for sandboxes
@@ -90,6 +95,8 @@ struct binding {
 	uint32_t	 next;		/* bucket chain, or free list */
 	uint32_t	 prev;		/* NIL at a chain's head */
 	uint32_t	 bucket;
+	uint32_t	 nnext;		/* name chain */
+	uint32_t	 nbucket;
 	uint32_t	 owner;		/* its sandbox's record */
 	uint32_t	 pos[2];	/* in the heaps */
 	uint8_t		 namelen;
@@ -105,10 +112,11 @@ struct sandbox_rec {
 struct dns_bindings {
 	struct binding		*entries;
 	uint32_t		*buckets;	/* by (sandbox, addr) */
+	uint32_t		*name_buckets;	/* by (sandbox, addr, name) */
 	struct heap		 all;
 	struct sandbox_rec	*recs;
 	uint32_t		*rec_buckets;	/* by sandbox */
-	uint32_t		 bucket_mask;	/* both bucket arrays */
+	uint32_t		 bucket_mask;	/* every bucket array */
 	uint32_t		 capacity;
 	uint32_t		 per_sandbox;
 	uint32_t		 per_addr;	/* UINT32_MAX: no bound */
@@ -139,6 +147,22 @@ binding_bucket(const struct dns_bindings *b, uint32_t sandbox, uint32_t addr)
 {
 	return (uint32_t)hash_u64(b, (uint64_t)sandbox << 32 | addr) &
 	    b->bucket_mask;
+}
+
+/* lname: the name in lower case, len bytes */
+static uint32_t
+name_bucket(const struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
+    const char *lname, size_t len)
+{
+	uint8_t buf[8 + DNS_NAME_MAX];
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		buf[i] = (uint8_t)(sandbox >> 8 * i);
+		buf[4 + i] = (uint8_t)(addr >> 8 * i);
+	}
+	memcpy(buf + 8, lname, len);
+	return (uint32_t)dns_siphash(&b->key, buf, 8 + len) & b->bucket_mask;
 }
 
 static uint32_t
@@ -326,34 +350,39 @@ ascii_lower(char c)
 	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
 }
 
-/* The entry of (sandbox, addr, name), live or not, or NIL; then *live is
- * how many live entries (sandbox, addr) has (only then: the walk stops at
- * the name). */
+/* The entry of (sandbox, addr, lname) in name chain nbucket, live or
+ * not, or NIL. */
 static uint32_t
-binding_find(const struct dns_bindings *b, uint32_t bucket, uint32_t sandbox,
-    uint32_t addr, const char *name, size_t len, uint64_t now_ms,
-    uint32_t *live)
+binding_find(const struct dns_bindings *b, uint32_t nbucket, uint32_t sandbox,
+    uint32_t addr, const char *lname, size_t len)
 {
 	const struct binding *e;
 	uint32_t idx;
-	size_t i;
 
-	*live = 0;
-	for (idx = b->buckets[bucket]; idx != BIND_NIL; idx = e->next) {
+	for (idx = b->name_buckets[nbucket]; idx != BIND_NIL; idx = e->nnext) {
 		e = &b->entries[idx];
-		if (e->sandbox != sandbox || e->addr != addr)
-			continue;
-		if (e->namelen == len) {
-			for (i = 0; i < len &&
-			    ascii_lower(name[i]) == e->name[i]; i++)
-				;
-			if (i == len)
-				return idx;
-		}
-		if (e->expires_ms > now_ms)
-			(*live)++;
+		if (e->sandbox == sandbox && e->addr == addr &&
+		    e->namelen == len && memcmp(e->name, lname, len) == 0)
+			return idx;
 	}
 	return BIND_NIL;
+}
+
+/* How many live entries (sandbox, addr) has; its chain is bucket. */
+static uint32_t
+binding_live(const struct dns_bindings *b, uint32_t bucket, uint32_t sandbox,
+    uint32_t addr, uint64_t now_ms)
+{
+	const struct binding *e;
+	uint32_t idx, live = 0;
+
+	for (idx = b->buckets[bucket]; idx != BIND_NIL; idx = e->next) {
+		e = &b->entries[idx];
+		if (e->sandbox == sandbox && e->addr == addr &&
+		    e->expires_ms > now_ms)
+			live++;
+	}
+	return live;
 }
 
 static void
@@ -361,7 +390,12 @@ binding_remove(struct dns_bindings *b, uint32_t idx)
 {
 	struct binding *e = &b->entries[idx];
 	struct sandbox_rec *r = &b->recs[e->owner];
+	uint32_t *link;
 
+	for (link = &b->name_buckets[e->nbucket]; *link != idx;
+	    link = &b->entries[*link].nnext)
+		;
+	*link = e->nnext;
 	if (e->prev != BIND_NIL)
 		b->entries[e->prev].next = e->next;
 	else
@@ -423,10 +457,12 @@ dns_bindings_new(const struct dns_bindings_bounds *bb)
 		return NULL;
 	b->entries = calloc(max_total, sizeof(*b->entries));
 	b->buckets = calloc(nbuckets, sizeof(*b->buckets));
+	b->name_buckets = calloc(nbuckets, sizeof(*b->name_buckets));
 	b->all.idx = calloc(max_total, sizeof(*b->all.idx));
 	b->recs = calloc(max_total, sizeof(*b->recs));
 	b->rec_buckets = calloc(nbuckets, sizeof(*b->rec_buckets));
-	if (b->entries == NULL || b->buckets == NULL || b->all.idx == NULL ||
+	if (b->entries == NULL || b->buckets == NULL ||
+	    b->name_buckets == NULL || b->all.idx == NULL ||
 	    b->recs == NULL || b->rec_buckets == NULL) {
 		dns_bindings_free(b);
 		errno = ENOMEM;
@@ -440,7 +476,8 @@ dns_bindings_new(const struct dns_bindings_bounds *bb)
 	b->light = bb->light == 0 ? UINT32_MAX : bound32(bb->light);
 	b->bucket_mask = (uint32_t)(nbuckets - 1);
 	for (i = 0; i < nbuckets; i++)
-		b->buckets[i] = b->rec_buckets[i] = BIND_NIL;
+		b->buckets[i] = b->name_buckets[i] = b->rec_buckets[i] =
+		    BIND_NIL;
 	b->free_head = b->rec_free = BIND_NIL;
 	dns_hash_key_new(&b->key, b);
 	return b;
@@ -458,6 +495,7 @@ dns_bindings_free(struct dns_bindings *b)
 			free(b->recs[i].heap.idx);
 	free(b->entries);
 	free(b->buckets);
+	free(b->name_buckets);
 	free(b->all.idx);
 	free(b->recs);
 	free(b->rec_buckets);
@@ -471,7 +509,8 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 	struct binding *e;
 	struct sandbox_rec *r;
 	struct heap *h;
-	uint32_t bucket, idx, ri, live;
+	uint32_t bucket, nbucket, idx, ri;
+	char lname[DNS_NAME_MAX];
 	size_t len, i;
 	int n;
 
@@ -479,6 +518,8 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	for (i = 0; i < len; i++)
+		lname[i] = ascii_lower(name[i]);
 
 	/* On every add, not only at a bound: dead entries would otherwise
 	 * linger in the chains that every new connection's lookup walks. */
@@ -488,9 +529,9 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 	if (expires_ms <= now_ms)
 		return 0;	/* dead on arrival: it would admit nothing */
 
-	bucket = binding_bucket(b, sandbox, addr);
-	if ((idx = binding_find(b, bucket, sandbox, addr, name, len, now_ms,
-	    &live)) != BIND_NIL) {
+	nbucket = name_bucket(b, sandbox, addr, lname, len);
+	if ((idx = binding_find(b, nbucket, sandbox, addr, lname, len)) !=
+	    BIND_NIL) {
 		/* Possibly an expired entry not yet reclaimed: extending it
 		 * is the same as reclaiming it and adding anew. */
 		e = &b->entries[idx];
@@ -503,7 +544,9 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 		return 0;
 	}
 
-	if (live >= b->per_addr)
+	bucket = binding_bucket(b, sandbox, addr);
+	if (b->per_addr != UINT32_MAX &&
+	    binding_live(b, bucket, sandbox, addr, now_ms) >= b->per_addr)
 		goto full;
 	ri = rec_lookup(b, sandbox);
 	if (ri != BIND_NIL && b->recs[ri].heap.n >= b->per_sandbox &&
@@ -550,10 +593,12 @@ dns_bindings_add(struct dns_bindings *b, uint32_t sandbox, uint32_t addr,
 	e->expires_ms = expires_ms;
 	e->owner = ri;
 	e->namelen = (uint8_t)len;
-	for (i = 0; i < len; i++)
-		e->name[i] = ascii_lower(name[i]);
+	memcpy(e->name, lname, len);
 	e->name[len] = '\0';
 	e->bucket = bucket;
+	e->nbucket = nbucket;
+	e->nnext = b->name_buckets[nbucket];
+	b->name_buckets[nbucket] = idx;
 	e->prev = BIND_NIL;
 	e->next = b->buckets[bucket];
 	if (e->next != BIND_NIL)

@@ -260,14 +260,26 @@ test_many_names_one_address(void **state)
 	assert_int_equal(dns_bindings_add(b, 9, ADDR_A, "one.more", 0, 20000),
 	    -1);
 	assert_int_equal(errno, ENOSPC);
+	/* At the sandbox's bound, a name already bound is found (through
+	 * its own chain, in any case) and extended, not refused. */
+	assert_int_equal(dns_bindings_add(b, 9, ADDR_A, "H17.cdn.EXAMPLE", 0,
+	    20000), 0);
+	assert_int_equal(dns_bindings_count(b), 600);
+	/* The same name on the address for another sandbox is its own. */
+	assert_int_equal(dns_bindings_add(b, 8, ADDR_A, "h17.cdn.example", 0,
+	    500), 0);
+	assert_int_equal(dns_bindings_count(b), 601);
+	assert_finds_one(b, 8, ADDR_A, 0, "h17.cdn.example");
+	dns_bindings_forget(b, 8);
 	assert_false(find_into(b, 9, ADDR_A, 0, s, 0));
 	assert_int_equal(s->n, 600);
 	qsort(s->names, s->n, sizeof(s->names[0]), cmp_str);
 	for (i = 1; i < s->n; i++)
 		assert_true(strcmp(s->names[i - 1], s->names[i]) < 0);
-	/* At 10300, those up to 10300 have expired; none was reclaimed. */
+	/* At 10300, those up to 10300 have expired but h17; none was
+	 * reclaimed. */
 	assert_false(find_into(b, 9, ADDR_A, 10300, s, 0));
-	assert_int_equal(s->n, 299);
+	assert_int_equal(s->n, 300);
 	assert_int_equal(dns_bindings_count(b), 600);
 	dns_bindings_forget(b, 9);
 	assert_int_equal(dns_bindings_count(b), 0);

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION	6
+#define STORE_SCHEMA_VERSION	7
 /* Records waiting for the writer. A slot fits the largest record
  * (store_flow, about 1.6 KiB), so the default ring is about 25 MiB. */
 #define STORE_QUEUE_DEFAULT	16384

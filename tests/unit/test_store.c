@@ -430,7 +430,7 @@ test_schema(void **state)
 	    " FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE"
 	    " 'sqlite_%' ORDER BY name)", buf, sizeof(buf)),
 	    "dns_log,dns_queries,dns_queries_sandbox_ts,"
-	    "dns_queries_ts,flow_log,flows,flows_dst,"
+	    "flow_log,flows,flows_dst,"
 	    "flows_sandbox_ts,flows_ts,flows_tuple,flows_verdict_ts,"
 	    "lost_log,lost_records,lost_records_ts,policies,policies_sandbox,"
 	    "sandboxes");
@@ -476,7 +476,7 @@ test_schema(void **state)
 	    "i.name, ',') FROM pragma_index_info(m.name) i) AS cols FROM"
 	    " sqlite_schema m WHERE m.type = 'index' ORDER BY m.name)", buf,
 	    sizeof(buf)),
-	    "dns_queries_sandbox_ts:sandbox,ts dns_queries_ts:ts"
+	    "dns_queries_sandbox_ts:sandbox,ts"
 	    " flows_dst:dst_ip,dst_port flows_sandbox_ts:sandbox,ts"
 	    " flows_ts:ts flows_tuple:src_ip,src_port,dst_ip,dst_port"
 	    " flows_verdict_ts:verdict,ts lost_records_ts:ts"
@@ -2221,6 +2221,44 @@ test_upgrade_from_v5(void **state)
 	store_close(s);
 }
 
+static void wait_purged(struct store *, uint64_t);
+
+/* Version 7 drops dns_queries(ts); the rows stay and are purged still. */
+static void
+test_upgrade_from_v6(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts retain = { .flush_ms = 5, .retain_days = 2 };
+	char want[8192], want_sql[8192];
+	struct store *s;
+	sqlite3 *db;
+
+	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
+	store_close(open_ok(fx->path, NULL));
+	db = peer_open(fx->path);
+	peer_exec(db, "BEGIN;"
+	    "CREATE INDEX dns_queries_ts ON dns_queries(ts);"
+	    "PRAGMA user_version = 6;"
+	    "INSERT INTO dns_queries (ts, sandbox, proto, src_ip, qname, qtype,"
+	    " verdict, reason) VALUES (1700000000000000, 'task-a', 'udp',"
+	    " '10.77.0.2', 'old.example', 'A', 'allow', 'allowed_domain'),"
+	    " (strftime('%s') * 1000000, 'task-a', 'udp', '10.77.0.2',"
+	    " 'new.example', 'A', 'allow', 'allowed_domain');"
+	    "COMMIT");
+	sqlite3_close(db);
+
+	s = open_ok(fx->path, &retain);
+	wait_purged(s, 1);
+	db = peer_open(fx->path);
+	expect_fresh(db, want, want_sql);
+	assert_true(strstr(want, "dns_queries_ts") == NULL);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"
+	    " WHERE qname = 'new.example'"), 1);
+	assert_int_equal(query_int(db, "SELECT count(*) FROM dns_queries"), 1);
+	sqlite3_close(db);
+	store_close(s);
+}
+
 static void
 test_newer_schema_refused(void **state)
 {
@@ -3110,12 +3148,13 @@ test_query_plans(void **state)
 	    "SEARCH flows USING INTEGER PRIMARY KEY (rowid=?)|"
 	    "LIST SUBQUERY 1|"
 	    "SEARCH flows USING COVERING INDEX flows_ts (ts<?)|");
+	/* no ts index: the first rows by rowid, as many as the chunk */
 	assert_string_equal(plan_of(db, "DELETE FROM dns_queries WHERE id IN"
-	    " (SELECT id FROM dns_queries WHERE ts < ?1 LIMIT ?2)", buf,
-	    sizeof(buf)),
+	    " (SELECT id FROM dns_queries ORDER BY id LIMIT ?2) AND ts < ?1",
+	    buf, sizeof(buf)),
 	    "SEARCH dns_queries USING INTEGER PRIMARY KEY (rowid=?)|"
 	    "LIST SUBQUERY 1|"
-	    "SEARCH dns_queries USING COVERING INDEX dns_queries_ts (ts<?)|");
+	    "SCAN dns_queries|");
 	assert_string_equal(plan_of(db, "DELETE FROM lost_records WHERE id IN"
 	    " (SELECT id FROM lost_records WHERE ts < ?1 LIMIT ?2)", buf,
 	    sizeof(buf)),
@@ -3146,6 +3185,54 @@ wait_purged(struct store *s, uint64_t n)
 		usleep(10000);
 	}
 	assert_int_equal(st.purged, n);
+}
+
+/*
+ * DNS queries go from the oldest logged on: a chunk deletes the old ones
+ * among the first rows, and one with fewer ends the round. An old row
+ * logged more than a chunk after fresh ones (the clock was set back)
+ * waits for them.
+ */
+static void
+test_retention_dns_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_opts keep = { .flush_ms = 5 };
+	struct store_opts retain = { .flush_ms = 5, .retain_days = 2 };
+	struct store_dns d;
+	struct store *s;
+	sqlite3 *db;
+	int64_t old, fresh;
+	int i;
+
+	old = store_now_us() - 2 * DAY_US - 60000000;
+	fresh = store_now_us() - 2 * DAY_US + 3600000000LL;
+	s = open_ok(fx->path, &keep);
+	for (i = 0; i < 2501; i++) {	/* 1500 old, 1000 fresh, 1 old */
+		make_dns(&d, i < 1500 ? old + i : i < 2500 ? fresh : old - 1);
+		while (store_put_dns(s, &d) == -1)
+			usleep(1000);
+	}
+	store_close(s);
+
+	s = open_ok(fx->path, &retain);
+	wait_purged(s, 1500);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 1001);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE id = 2501"), 1);
+
+	/* Once the fresh ones are old too, all go. */
+	db = peer_open(fx->path);
+	peer_exec(db, "UPDATE dns_queries SET ts = ts - 7200000000 WHERE"
+	    " id <= 2500");
+	sqlite3_close(db);
+	s = open_ok(fx->path, &retain);
+	wait_purged(s, 1001);
+	store_close(s);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 0);
 }
 
 /* Rows older than retain_days go, in chunks; sandboxes and policies stay. */
@@ -3909,6 +3996,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_v5, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v6, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_db_refused, setup,
@@ -3945,6 +4034,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_lost_records, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_query_plans, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_retention_dns_order, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_retention, setup,
 		    teardown),

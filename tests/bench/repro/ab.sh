@@ -96,6 +96,9 @@ for ((r = 0; r < ROUNDS; r++)); do
 			w=$WT_B BENCH_SLUICED_ARGS="$BASE_ARGS ${ARGS_B:-}"
 		fi
 		tb_sluiced_stop >/dev/null 2>&1
+		# each start with a database of its own: the two may differ
+		# in schema version, and an older sluiced refuses a newer one
+		rm -f "$TB_DIR"/flows.db "$TB_DIR"/flows.db-*
 		export SLUICED=$w/build/sluiced SLUICE=$w/build/sluice
 		ev=ENV_$v
 		read -r -a envs <<< "${!ev:-}"

@@ -2513,6 +2513,56 @@ test_failed_run_rolls_back(void **state)
 }
 
 /*
+ * Runs of 32 go into one statement each (WIDE_ROWS), what is left in
+ * eights and ones: each row keeps its own values and its place, and a
+ * record that fails inside a run of 32 takes the batch back.
+ */
+static void
+test_wide_runs(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_rec recs[80];
+	struct store_lost lost;
+	struct store_db *d;
+	char err[512] = "";
+	int i;
+
+	memset(&lost, 0, sizeof(lost));
+	/* 40 queries (32 + 8), 33 flows (32 + 1), 7 queries (one by one) */
+	for (i = 0; i < 80; i++) {
+		memset(&recs[i], 0, sizeof(recs[i]));
+		if (i >= 40 && i < 73) {
+			recs[i].kind = STORE_REC_FLOW;
+			make_flow(&recs[i].u.flow, 1000 + i, i);
+		} else {
+			recs[i].kind = STORE_REC_DNS;
+			make_dns(&recs[i].u.dns, 1000 + i);
+			recs[i].u.dns.src_port = i;
+			snprintf(recs[i].u.dns.qname, sizeof(recs[i].u.dns.qname),
+			    "q%d.example", i);
+		}
+	}
+	recs[57].u.flow.verdict = NULL;	/* inside the flows' run of 32 */
+	if ((d = store_db_open(fx->path, err, sizeof(err))) == NULL)
+		fail_msg("store_db_open: %s", err);
+	assert_int_equal(store_db_write(d, recs, 80, &lost, 5000), -1);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
+	    0);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries"), 0);
+
+	recs[57].u.flow.verdict = "allow";
+	assert_int_equal(store_db_write(d, recs, 80, &lost, 5000), 0);
+	store_db_close(d);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
+	    " dns_queries WHERE src_port = ts - 1000 AND qname = 'q' ||"
+	    " src_port || '.example' AND id = CASE WHEN src_port < 40 THEN"
+	    " src_port + 1 ELSE src_port - 32 END"), 47);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " WHERE dst_port = ts - 1000 AND id = dst_port - 39"), 33);
+}
+
+/*
  * The same transaction in pieces (the writer unpacks a long batch 512 at
  * a time): a piece that fails takes the pieces before it back too, and
  * store_db_end commits only what it is told went well.
@@ -4021,6 +4071,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_failed_run_rolls_back,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wide_runs, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_pieces_roll_back,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_batch,

@@ -2458,6 +2458,33 @@ test_runs_of_one_kind(void **state)
 }
 
 /*
+ * store_db_write of n recs into the database at path: refused whole while
+ * *bad is NULL (no row of any table written), then written once *bad is
+ * good.
+ */
+static void
+refused_then_written(const char *path, const struct store_rec *recs,
+    size_t n, const struct store_lost *lost, const char **bad,
+    const char *good)
+{
+	struct store_db *d;
+	char err[512] = "";
+
+	if ((d = store_db_open(path, err, sizeof(err))) == NULL)
+		fail_msg("store_db_open: %s", err);
+	assert_null(*bad);
+	assert_int_equal(store_db_write(d, recs, n, lost, 5000), -1);
+	assert_int_equal(path_count(path, "SELECT count(*) FROM flows"), 0);
+	assert_int_equal(path_count(path, "SELECT count(*) FROM"
+	    " dns_queries"), 0);
+	assert_int_equal(path_count(path, "SELECT count(*) FROM"
+	    " lost_records"), 0);
+	*bad = good;
+	assert_int_equal(store_db_write(d, recs, n, lost, 5000), 0);
+	store_db_close(d);
+}
+
+/*
  * A record that fails inside a run of eight (one multi-row INSERT, OR
  * FAIL: the run's first rows stay until the end of the statement) takes
  * the whole batch back with it, and the same batch goes in whole once it
@@ -2470,8 +2497,6 @@ test_failed_run_rolls_back(void **state)
 	struct fixture *fx = *state;
 	struct store_rec recs[24];
 	struct store_lost lost;
-	struct store_db *d;
-	char err[512] = "";
 	int i;
 
 	memset(&lost, 0, sizeof(lost));
@@ -2488,20 +2513,8 @@ test_failed_run_rolls_back(void **state)
 		}
 	}
 	recs[13].u.dns.verdict = NULL;	/* the sixth of the run 8..15 */
-
-	if ((d = store_db_open(fx->path, err, sizeof(err))) == NULL)
-		fail_msg("store_db_open: %s", err);
-	assert_int_equal(store_db_write(d, recs, 24, &lost, 5000), -1);
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
-	    0);
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
-	    " dns_queries"), 0);
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
-	    " lost_records"), 0);
-
-	recs[13].u.dns.verdict = "deny";
-	assert_int_equal(store_db_write(d, recs, 24, &lost, 5000), 0);
-	store_db_close(d);
+	refused_then_written(fx->path, recs, 24, &lost,
+	    &recs[13].u.dns.verdict, "deny");
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
 	    " WHERE id = ts - 999 AND dst_port = ts - 1000"), 8);
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
@@ -2523,8 +2536,6 @@ test_wide_runs(void **state)
 	struct fixture *fx = *state;
 	struct store_rec recs[80];
 	struct store_lost lost;
-	struct store_db *d;
-	char err[512] = "";
 	int i;
 
 	memset(&lost, 0, sizeof(lost));
@@ -2543,17 +2554,8 @@ test_wide_runs(void **state)
 		}
 	}
 	recs[57].u.flow.verdict = NULL;	/* inside the flows' run of 32 */
-	if ((d = store_db_open(fx->path, err, sizeof(err))) == NULL)
-		fail_msg("store_db_open: %s", err);
-	assert_int_equal(store_db_write(d, recs, 80, &lost, 5000), -1);
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"),
-	    0);
-	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
-	    " dns_queries"), 0);
-
-	recs[57].u.flow.verdict = "allow";
-	assert_int_equal(store_db_write(d, recs, 80, &lost, 5000), 0);
-	store_db_close(d);
+	refused_then_written(fx->path, recs, 80, &lost,
+	    &recs[57].u.flow.verdict, "allow");
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM"
 	    " dns_queries WHERE src_port = ts - 1000 AND qname = 'q' ||"
 	    " src_port || '.example' AND id = CASE WHEN src_port < 40 THEN"

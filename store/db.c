@@ -118,9 +118,9 @@
  * most numerous, so its share of the row's cost was the largest: 0.33 of
  * 2.09 us of the writer's CPU a row (storebench, 200,000 rows at
  * 80,000/s, three alternating runs each: 1.75-1.77 against 2.06-2.13).
- * The purge takes the oldest rows by rowid instead (purge_sql), which
- * the queries come in. sluice log walks the rowid, and sluice policy
- * suggest reads dns_queries(sandbox, ts).
+ * The purge takes the oldest rows by rowid instead (purge_sql), the
+ * order the queries were logged in. sluice log walks the rowid, and
+ * sluice policy suggest reads dns_queries(sandbox, ts).
  */
 #define V7_DROPS							\
 	"DROP INDEX IF EXISTS dns_queries_ts;"
@@ -231,7 +231,8 @@ _Static_assert(sizeof(upgrade_sql) / sizeof(upgrade_sql[0]) ==
 #define MULTI_ROWS	8
 #define WIDE_ROWS	32
 /* The longest insert's SQL: two characters a parameter, and a bracket. */
-#define INSERT_SQL_MAX	(sizeof(FLOW_INSERT) + WIDE_ROWS * (FLOW_PARAMS * 2 + 2))
+#define INSERT_SQL_MAX							\
+	(sizeof(FLOW_INSERT) + WIDE_ROWS * (FLOW_PARAMS * 2 + 2))
 static const char sandbox_add_sql[] =
 	"INSERT INTO sandboxes (name, ifname, addr, created_us)"
 	" VALUES (?1, ?2, ?3, ?4)";

@@ -535,7 +535,8 @@ insert_sql(char *buf, size_t len, const char *head, int params, int rows)
 static int
 prepare(struct store_db *d)
 {
-	char flow1[1024], dns1[1024], flowk[1024], dnsk[1024];
+	char flow1[INSERT_SQL_MAX], dns1[INSERT_SQL_MAX];
+	char flowk[INSERT_SQL_MAX], dnsk[INSERT_SQL_MAX];
 	char floww[INSERT_SQL_MAX], dnsw[INSERT_SQL_MAX];
 	const struct {
 		sqlite3_stmt	**st;
@@ -865,18 +866,21 @@ write_rec(struct store_db *d, const struct store_rec *r)
 	return SQLITE_MISUSE;
 }
 
-/* The rows records from r on are all flows or all queries. */
-static bool
-same_kind(const struct store_rec *r, size_t rows)
+/*
+ * How many of the left records from r on go into one statement:
+ * WIDE_ROWS or MULTI_ROWS flows or queries in a row, else 1.
+ */
+static size_t
+statement_rows(const struct store_rec *r, size_t left)
 {
-	size_t i;
+	size_t run = 1;
 
 	if (r->kind != STORE_REC_FLOW && r->kind != STORE_REC_DNS)
-		return false;
-	for (i = 1; i < rows; i++)
-		if (r[i].kind != r->kind)
-			return false;
-	return true;
+		return 1;
+	while (run < left && run < WIDE_ROWS && r[run].kind == r->kind)
+		run++;
+	return run == WIDE_ROWS ? WIDE_ROWS : run >= MULTI_ROWS ? MULTI_ROWS :
+	    1;
 }
 
 /* Writes the rows (MULTI_ROWS or WIDE_ROWS) records from r on in one
@@ -932,19 +936,13 @@ store_db_begin(struct store_db *d)
 int
 store_db_put(struct store_db *d, const struct store_rec *recs, size_t n)
 {
-	size_t i;
+	size_t i, k;
 	int rc = SQLITE_DONE;
 
-	for (i = 0; i < n && rc == SQLITE_DONE; )
-		if (n - i >= WIDE_ROWS && same_kind(&recs[i], WIDE_ROWS)) {
-			rc = write_multi(d, &recs[i], WIDE_ROWS);
-			i += WIDE_ROWS;
-		} else if (n - i >= MULTI_ROWS &&
-		    same_kind(&recs[i], MULTI_ROWS)) {
-			rc = write_multi(d, &recs[i], MULTI_ROWS);
-			i += MULTI_ROWS;
-		} else
-			rc = write_rec(d, &recs[i++]);
+	for (i = 0; i < n && rc == SQLITE_DONE; i += k) {
+		k = statement_rows(&recs[i], n - i);
+		rc = k > 1 ? write_multi(d, &recs[i], k) : write_rec(d, &recs[i]);
+	}
 	if (rc == SQLITE_DONE)
 		return 0;
 	d->last_rc = rc;

@@ -2169,6 +2169,21 @@ test_upgrade_from_v4(void **state)
 }
 
 /*
+ * A file as this sluice makes it, then taken back to an older version by
+ * sql, run by a peer.
+ */
+static void
+make_older(const char *path, const char *sql)
+{
+	sqlite3 *db;
+
+	store_close(open_ok(path, NULL));
+	db = peer_open(path);
+	peer_exec(db, sql);
+	sqlite3_close(db);
+}
+
+/*
  * 5 -> 6: flows_tuple over the open flows only. Two flows of one 5-tuple
  * in a version 5 file, the first ended: upgraded, the index holds the
  * open one, and an end still finds it.
@@ -2183,9 +2198,7 @@ test_upgrade_from_v5(void **state)
 	sqlite3 *db;
 
 	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
-	store_close(open_ok(fx->path, NULL));
-	db = peer_open(fx->path);
-	peer_exec(db, "BEGIN;"
+	make_older(fx->path, "BEGIN;"
 	    "DROP INDEX flows_tuple;"
 	    "CREATE INDEX flows_tuple ON flows(src_ip, src_port, dst_ip,"
 	    " dst_port);"
@@ -2197,9 +2210,8 @@ test_upgrade_from_v5(void **state)
 	    " 'closed'), (1700000002000000, 'task-a', 'tcp', '10.77.0.2',"
 	    " 40000, '192.0.2.10', 443, 'allow', 'allowed_cidr', NULL, NULL);"
 	    "COMMIT");
-	assert_int_equal(query_int(db, "SELECT count(*) FROM flows INDEXED BY"
-	    " flows_tuple WHERE src_ip = '10.77.0.2'"), 2);
-	sqlite3_close(db);
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"
+	    " INDEXED BY flows_tuple WHERE src_ip = '10.77.0.2'"), 2);
 
 	s = open_ok(fx->path, NULL);
 	db = peer_open(fx->path);
@@ -2234,9 +2246,7 @@ test_upgrade_from_v6(void **state)
 	sqlite3 *db;
 
 	fresh_shape(fx->dir, want, sizeof(want), want_sql, sizeof(want_sql));
-	store_close(open_ok(fx->path, NULL));
-	db = peer_open(fx->path);
-	peer_exec(db, "BEGIN;"
+	make_older(fx->path, "BEGIN;"
 	    "CREATE INDEX dns_queries_ts ON dns_queries(ts);"
 	    "PRAGMA user_version = 6;"
 	    "INSERT INTO dns_queries (ts, sandbox, proto, src_ip, qname, qtype,"
@@ -2245,7 +2255,6 @@ test_upgrade_from_v6(void **state)
 	    " (strftime('%s') * 1000000, 'task-a', 'udp', '10.77.0.2',"
 	    " 'new.example', 'A', 'allow', 'allowed_domain');"
 	    "COMMIT");
-	sqlite3_close(db);
 
 	s = open_ok(fx->path, &retain);
 	wait_purged(s, 1);

@@ -360,9 +360,15 @@ bn_repro_up() {
 	tb_init "$1"
 	trap _bn_repro_exit EXIT
 	bn_bed_up || { echo "$1: bed up failed" >&2; exit 1; }
-	"$TB_PY" - "$TB_DIR/policy.json" <<'EOF'
+	bn_policy_names "$TB_DIR/policy.json" "$BN_NAME"
+}
+
+# bn_policy_names FILE NAME...: a policy allowing these names, in FILE.
+bn_policy_names() {
+	"$TB_PY" - "$@" <<'EOF'
 import json, sys
-json.dump({"network": {"allowedDomains": ["a.test"]}}, open(sys.argv[1], "w"))
+json.dump({"network": {"allowedDomains": sys.argv[2:]}},
+          open(sys.argv[1], "w"))
 EOF
 }
 
@@ -419,22 +425,45 @@ bn_dns_queries() {
 	} > "$1"
 }
 
-# bn_dnsq CFG SECS: dnsperf (4 clients, 100 queries in flight, the queries
-# of bn_dns_queries in $TB_DIR/queries.txt) for SECS from CFG's client
-# against S's resolver or Dc; prints "QPS CPU" (CPU: the server's, every
-# thread of it, in µs a query answered), nothing when it failed.
-bn_dnsq() {
-	local srv port=53 pid c0 c1
-
+# bn_dns_pid CFG: the pid of S's, D's, Dc's or Dl's DNS server.
+bn_dns_pid() {
 	case $1 in
-	S) srv=$BN_S_GW pid=$BN_SLUICED_PID ;;
-	Dc) srv=10.214.1.1 pid=$BN_DC_PID port=$BN_DC_PORT ;;
+	S) echo "$BN_SLUICED_PID" ;;
+	D) echo "$BN_D_PID" ;;
+	Dc) echo "$BN_DC_PID" ;;
+	Dl) echo "$BN_DL_PID" ;;
 	*) return 1 ;;
 	esac
-	c0=$(bn_cpu_ns "$pid")
+}
+
+# bn_dnsperf CFG SECS OUT: the DNS load, dnsperf with 4 clients and 100
+# queries in flight (the queries of bn_dns_queries in
+# $TB_DIR/queries.txt), for SECS from CFG's client against its server
+# (S's resolver, D, Dc or Dl); its output in OUT, its status returned.
+bn_dnsperf() {
+	local srv=10.214.1.1 port=53
+
+	case $1 in
+	S) srv=$BN_S_GW ;;
+	D) ;;
+	Dc) port=$BN_DC_PORT ;;
+	Dl) port=$BN_DL_PORT ;;
+	*) return 1 ;;
+	esac
 	ip netns exec "$(bn_client_ns "$1")" timeout $((${2%.*} + 10)) \
 	    dnsperf -s "$srv" -p "$port" -d "$TB_DIR/queries.txt" -l "$2" \
-	    -c 4 -q 100 -t 2 > "$TB_DIR/dnsq.out" 2>&1 || return 1
+	    -c 4 -q 100 -t 2 > "$3" 2>&1
+}
+
+# bn_dnsq CFG SECS: a bn_dnsperf load; prints "QPS CPU" (CPU: the
+# server's, every thread of it, in µs a query answered), nothing when it
+# failed.
+bn_dnsq() {
+	local pid c0 c1
+
+	pid=$(bn_dns_pid "$1") || return 1
+	c0=$(bn_cpu_ns "$pid")
+	bn_dnsperf "$1" "$2" "$TB_DIR/dnsq.out" || return 1
 	c1=$(bn_cpu_ns "$pid")
 	awk -v cpu=$((c1 - c0)) '
 	    /Queries completed:/ { done = $3 }

@@ -285,22 +285,15 @@ except Exception as e:
 	fi
 }
 
-# dns CFG TAGS...: dnsperf for BENCH_SECS against S's resolver, D or Dc,
-# with the server's CPU time.
+# dns CFG TAGS...: the DNS load (bn_dnsperf) for BENCH_SECS against S's
+# resolver, D, Dc or Dl, with the server's CPU time.
 dns() {
-	local cfg=$1 ns srv port=53 pid out c0 c1 dpid
+	local cfg=$1 pid out c0 c1 dpid
 	shift
-	ns=$(bn_client_ns "$cfg")
-	case $cfg in
-	S) srv=$BN_S_GW; pid=$BN_SLUICED_PID; s_before ;;
-	D) srv=10.214.1.1; pid=$BN_D_PID ;;
-	Dc) srv=10.214.1.1; pid=$BN_DC_PID; port=$BN_DC_PORT ;;
-	Dl) srv=10.214.1.1; pid=$BN_DL_PID; port=$BN_DL_PORT ;;
-	esac
+	pid=$(bn_dns_pid "$cfg")
+	[ "$cfg" = S ] && s_before
 	c0=$(bn_cpu_ns "$pid")
-	ip netns exec "$ns" timeout $((${BENCH_SECS%.*} + 10)) dnsperf \
-	    -s "$srv" -p "$port" -d "$TB_DIR/queries.txt" -l "$BENCH_SECS" \
-	    -c 4 -q 100 -t 2 > "$TB_DIR/dnsperf.out" 2>&1 &
+	bn_dnsperf "$cfg" "$BENCH_SECS" "$TB_DIR/dnsperf.out" &
 	dpid=$!
 	[ "$cfg" = S ] && s_watch "$BENCH_SECS"
 	wait "$dpid"

@@ -14,7 +14,8 @@
 # Environment: ROUNDS (3), PAIRS (4), SECS (3), CONC (16), MODE (tls,
 # http, or dns: dnsperf as in run.sh against S and against Dc, dnsmasq
 # with its cache, and each one's CPU per query; S/Dc of that is the
-# measure, CONC and RATE are unused), BENCH_SLUICED_ARGS (more flags for sluiced, as in run.sh),
+# measure, CONC and RATE are unused), BENCH_SLUICED_ARGS (more flags for
+# sluiced, as in run.sh),
 # ARGS_A and ARGS_B (flags for A's sluiced only, for B's only: one build
 # with and without a switch is `ARGS_B="--kernel-sni on" ab.sh HEAD HEAD`),
 # RATE (unset: the rate with CONC clients is measured; set: the setup
@@ -80,11 +81,7 @@ export SLUICED=$WT_B/build/sluiced SLUICE=$WT_B/build/sluice
 bn_repro_up ab
 if [ "$MODE" = dns ]; then
 	bn_dns_queries "$TB_DIR/queries.txt"
-	"$TB_PY" - "$TB_DIR/policy.json" "$BN_NAME" "*.$BN_WILD" <<'EOF'
-import json, sys
-json.dump({"network": {"allowedDomains": sys.argv[2:]}},
-          open(sys.argv[1], "w"))
-EOF
+	bn_policy_names "$TB_DIR/policy.json" "$BN_NAME" "*.$BN_WILD"
 fi
 
 : > "$TB_DIR/ab.txt"

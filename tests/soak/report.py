@@ -171,6 +171,9 @@ def main():
     allow_rows = sum(int(n) for s, dd, v, rs, n in flow_rows if v == "allow")
     check(allowed_acc <= allow_rows, "connections the sink accepted (%d) <= allow rows (%d)"
           % (allowed_acc, allow_rows))
+    ended = int(read("ended").strip())
+    check(ended == allow_rows, "every allow row has its end counters (%d of %d)"
+          % (ended, allow_rows))
 
     # ---- memory and descriptors
     warm = next((s for s in series if s[1] == "load" and int(s[0]) >= warm_s), series[0])

@@ -101,7 +101,12 @@ gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
 	bool ports = e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP;
 
 	memset(&fe, 0, sizeof(fe));
-	fe.ts_us = store_now_us();
+	/* conntrack's own time of the end where it dates its entries: an
+	 * end read after the row of a new connection on the same 5-tuple
+	 * still predates that row, which is how the store tells the two
+	 * apart (store.h) */
+	fe.ts_us = e->stop_ns != 0 ? (int64_t)(e->stop_ns / 1000) :
+	    store_now_us();
 	fe.proto = nfq_proto_name(e->proto);
 	gw_addr_str(e->saddr, fe.src_ip);
 	gw_addr_str(e->daddr, fe.dst_ip);

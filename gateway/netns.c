@@ -626,6 +626,7 @@ gateway_sysctls(char *err, size_t errlen)
 		{ "net/ipv6/conf/default/disable_ipv6", "1" },
 		{ "net/netfilter/nf_conntrack_tcp_loose", "0" },
 		{ "net/netfilter/nf_conntrack_acct", "1" },
+		{ "net/netfilter/nf_conntrack_timestamp", "1" },
 	};
 	size_t i;
 

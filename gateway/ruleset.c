@@ -426,6 +426,9 @@ loaded:
 		log_warn("sysctl nf_conntrack_tcp_loose");
 	if (gw_sysctl("net/netfilter/nf_conntrack_acct", "1") == -1)
 		log_warn("sysctl nf_conntrack_acct");
+	/* dates each end, which matches it to its own row (flowlog.c) */
+	if (gw_sysctl("net/netfilter/nf_conntrack_timestamp", "1") == -1)
+		log_warn("sysctl nf_conntrack_timestamp");
 	if (gw_netns_enter(gw->home_nsfd) == -1)
 		fatal("setns back home");
 	return 0;

@@ -81,6 +81,7 @@ static const enum mnl_attr_data_type ct_types[CTA_MAX + 1] = {
 	[CTA_MARK]		= MNL_TYPE_U32,
 	[CTA_COUNTERS_ORIG]	= MNL_TYPE_NESTED,
 	[CTA_COUNTERS_REPLY]	= MNL_TYPE_NESTED,
+	[CTA_TIMESTAMP]		= MNL_TYPE_NESTED,
 };
 
 static const enum mnl_attr_data_type ct_tuple_types[CTA_TUPLE_MAX + 1] = {
@@ -102,6 +103,11 @@ static const enum mnl_attr_data_type ct_proto_types[CTA_PROTO_MAX + 1] = {
 static const enum mnl_attr_data_type ct_counters_types[CTA_COUNTERS_MAX + 1] = {
 	[CTA_COUNTERS_PACKETS]	= MNL_TYPE_U64,
 	[CTA_COUNTERS_BYTES]	= MNL_TYPE_U64,
+};
+
+static const enum mnl_attr_data_type ct_tstamp_types[CTA_TIMESTAMP_MAX + 1] = {
+	[CTA_TIMESTAMP_START]	= MNL_TYPE_U64,
+	[CTA_TIMESTAMP_STOP]	= MNL_TYPE_U64,
 };
 
 static const enum mnl_attr_data_type ct_protoinfo_types[CTA_PROTOINFO_MAX + 1] = {
@@ -182,6 +188,23 @@ ct_counters(const struct nlattr *nest, uint64_t *packets, uint64_t *bytes)
 	/* nla_put_be64: 64-bit counters in network order. */
 	*packets = be64toh(mnl_attr_get_u64(tb[CTA_COUNTERS_PACKETS]));
 	*bytes = be64toh(mnl_attr_get_u64(tb[CTA_COUNTERS_BYTES]));
+	return true;
+}
+
+/* CTA_TIMESTAMP: start, and stop once the entry is dying (both 0 when
+ * absent); false for a damaged nest. */
+static bool
+ct_tstamp(const struct nlattr *nest, uint64_t *start, uint64_t *stop)
+{
+	const struct nlattr *tb[CTA_TIMESTAMP_MAX + 1];
+
+	if (!ct_nest(nest, ct_tstamp_types, CTA_TIMESTAMP_MAX, tb))
+		return false;
+	/* nla_put_be64, as the counters */
+	if (tb[CTA_TIMESTAMP_START] != NULL)
+		*start = be64toh(mnl_attr_get_u64(tb[CTA_TIMESTAMP_START]));
+	if (tb[CTA_TIMESTAMP_STOP] != NULL)
+		*stop = be64toh(mnl_attr_get_u64(tb[CTA_TIMESTAMP_STOP]));
 	return true;
 }
 
@@ -267,6 +290,9 @@ ct_parse(const void *buf, size_t len, uint16_t type, struct nfq_ct_end *e)
 	if (cta[CTA_COUNTERS_REPLY] != NULL &&
 	    !ct_counters(cta[CTA_COUNTERS_REPLY], &out.packets_reply,
 	    &out.bytes_reply))
+		return NFQ_CT_DAMAGED;
+	if (cta[CTA_TIMESTAMP] != NULL && !ct_tstamp(cta[CTA_TIMESTAMP],
+	    &out.start_ns, &out.stop_ns))
 		return NFQ_CT_DAMAGED;
 	/* Recent kernels leave a mark of 0 out of destroy events. */
 	if (cta[CTA_MARK] != NULL)

@@ -244,17 +244,18 @@ static const char policy_sql[] =
 	"INSERT INTO policies (sandbox, ts, sha256, text)"
 	" VALUES (?1, ?2, ?3, ?4)";
 /*
- * The newest row of the 5-tuple still open: a tuple reused after its
- * end starts a new row. No row (the flow predates the database, or was
+ * The newest row of the 5-tuple still open that was logged by the end's
+ * time, else the newest open one (store.h): a tuple reused after its end
+ * starts a new row. No row (the flow predates the database, or was
  * purged, or its record was lost) is no error. IS: a NULL port matches
- * NULL. The search uses flows_tuple and reads the rows of one tuple.
+ * NULL. The search uses flows_tuple and reads the open rows of one tuple.
  */
 static const char flow_end_sql[] =
 	"UPDATE flows SET bytes_out = ?1, packets_out = ?2, bytes_in = ?3,"
 	" packets_in = ?4, end_ts = ?5, end_state = ?6 WHERE id = (SELECT id"
 	" FROM flows WHERE proto = ?7 AND src_ip = ?8 AND src_port IS ?9 AND"
-	" dst_ip = ?10 AND dst_port IS ?11 AND end_ts IS NULL ORDER BY id DESC"
-	" LIMIT 1)";
+	" dst_ip = ?10 AND dst_port IS ?11 AND end_ts IS NULL ORDER BY"
+	" ts <= ?5 DESC, id DESC LIMIT 1)";
 static const char lost_sql[] =
 	"INSERT INTO lost_records (ts, kind, count, reason)"
 	" VALUES (?1, ?2, ?3, ?4)";

@@ -84,6 +84,8 @@ enum damage {
 				 * more than its nest holds */
 	D_ORIG_TWICE,		/* two CTA_TUPLE_ORIG */
 	D_TRAILING,		/* 2 bytes after the last attribute */
+	D_STOP_U32,		/* CTA_TIMESTAMP_STOP as a u32 */
+	D_TSTAMP_GARBAGE,	/* CTA_TIMESTAMP holding 3 bytes */
 	D_COUNT
 };
 
@@ -92,7 +94,8 @@ static const char *const damage_names[D_COUNT] = {
 	"bytes missing", "mark u64", "state u16", "no orig", "no ip",
 	"no proto", "no dst", "no proto num", "no ports", "one port",
 	"orig not a nest", "orig garbage", "protoinfo garbage",
-	"counters overrun", "orig twice", "trailing bytes",
+	"counters overrun", "orig twice", "trailing bytes", "stop u32",
+	"timestamp garbage",
 };
 
 struct ev_spec {
@@ -104,6 +107,8 @@ struct ev_spec {
 	uint64_t	po, bo, pr, br;	/* counters */
 	uint32_t	mark;		/* 0: no CTA_MARK, as the kernel does */
 	int		state;		/* -1: no CTA_PROTOINFO */
+	uint64_t	start, stop;	/* CTA_TIMESTAMP (start 0: none; stop
+					 * 0: no CTA_TIMESTAMP_STOP) */
 	enum damage	damage;
 };
 
@@ -234,6 +239,20 @@ build(void *buf, const struct ev_spec *s)
 		mnl_attr_nest_end(nlh, t);
 		mnl_attr_nest_end(nlh, n);
 	}
+	if (s->damage == D_TSTAMP_GARBAGE)
+		mnl_attr_put(nlh, CTA_TIMESTAMP, 3, junk);
+	else if (s->start != 0) {
+		n = mnl_attr_nest_start(nlh, CTA_TIMESTAMP);
+		mnl_attr_put(nlh, CTA_TIMESTAMP_PAD, 0, NULL);
+		mnl_attr_put_u64(nlh, CTA_TIMESTAMP_START, htobe64(s->start));
+		if (s->damage == D_STOP_U32)
+			mnl_attr_put_u32(nlh, CTA_TIMESTAMP_STOP,
+			    htonl((uint32_t)s->stop));
+		else if (s->stop != 0)
+			mnl_attr_put_u64(nlh, CTA_TIMESTAMP_STOP,
+			    htobe64(s->stop));
+		mnl_attr_nest_end(nlh, n);
+	}
 	mnl_attr_put_u32(nlh, CTA_ID, htonl(0xdeadbeef));
 	/* An attribute from a future kernel: ignored. */
 	mnl_attr_put_u32(nlh, CTA_MAX + 7, 0);
@@ -254,6 +273,7 @@ static const struct ev_spec tcp_spec = {
 	.pr = 10, .br = 98765,
 	.mark = 0x2a,
 	.state = TCP_CONNTRACK_TIME_WAIT,
+	.start = 1796309866743727123ULL, .stop = 1796309870000000456ULL,
 };
 
 static void
@@ -278,12 +298,15 @@ test_parse_tcp(void **state)
 	assert_int_equal(e.bytes_reply, 98765);
 	assert_int_equal(e.mark, 0x2a);
 	assert_int_equal(e.tcp_state, TCP_CONNTRACK_TIME_WAIT);
+	assert_int_equal(e.start_ns, 1796309866743727123ULL);
+	assert_int_equal(e.stop_ns, 1796309870000000456ULL);
 	assert_string_equal(nfq_ct_end_state(&e), "closed");
 	/* The buffer may be larger than the message. */
 	assert_int_equal(nfq_ct_parse(nlh, sizeof(buf), &e), NFQ_CT_EVENT);
 }
 
-/* Optional parts: no mark, no counters (acct off), no protoinfo. */
+/* Optional parts: no mark, no counters (acct off), no protoinfo, no
+ * timestamps (nf_conntrack_timestamp off), a start without a stop. */
 static void
 test_parse_optional(void **state)
 {
@@ -296,10 +319,13 @@ test_parse_optional(void **state)
 	(void)state;
 	s.mark = 0;
 	s.state = -1;
+	s.start = 0;
 	nlh = build(buf, &s);
 	assert_int_equal(nfq_ct_parse(nlh, nlh->nlmsg_len, &e), NFQ_CT_EVENT);
 	assert_int_equal(e.mark, 0);
 	assert_int_equal(e.tcp_state, 0);
+	assert_int_equal(e.start_ns, 0);
+	assert_int_equal(e.stop_ns, 0);
 	assert_string_equal(nfq_ct_end_state(&e), "ended");
 
 	/* Renaming the counter nests to unknown types hides them. */
@@ -314,6 +340,13 @@ test_parse_optional(void **state)
 	assert_int_equal(e.packets_reply, 0);
 	assert_int_equal(e.bytes_reply, 0);
 	assert_int_equal(e.sport, 40000);
+
+	s = tcp_spec;
+	s.stop = 0;
+	nlh = build(buf, &s);
+	assert_int_equal(nfq_ct_parse(nlh, nlh->nlmsg_len, &e), NFQ_CT_EVENT);
+	assert_int_equal(e.start_ns, tcp_spec.start);
+	assert_int_equal(e.stop_ns, 0);
 
 	/* A state beyond the kernel's known ones is unknown: 0. */
 	s = tcp_spec;
@@ -482,6 +515,7 @@ group_setup(void **state)
 		/* after the rule: the conntrack sysctls appear once
 		 * conntrack is in use in the namespace */
 		{ "/proc/sys/net/netfilter/nf_conntrack_acct", "1" },
+		{ "/proc/sys/net/netfilter/nf_conntrack_timestamp", "1" },
 		{ "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_time_wait",
 		  "1" },
 		{ "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close", "1" },
@@ -777,6 +811,16 @@ assert_loopback_tuple(const struct nfq_ct_end *e)
  * conntrack must have counted: every segment one way went out of the
  * client, every one back came in; each is one packet on loopback.
  */
+/* CLOCK_REALTIME in ns, conntrack's timestamps' clock. */
+static uint64_t
+real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void
 test_tcp_closed(void **state)
 {
@@ -785,11 +829,14 @@ test_tcp_closed(void **state)
 	struct tcp_pair p;
 	struct tcp_info ti;
 	const struct nfq_ct_end *e;
+	uint64_t t0, t1, t2, t3;
 	char c;
 
 	NEED_ENV(state);
 	ct = *state;
+	t0 = real_ns();
 	tcp_connect(&p);
+	t1 = real_ns();
 	send_all(p.cfd, 1000);
 	recv_exactly(p.sfd, 1000);
 	send_all(p.sfd, 3000);
@@ -802,10 +849,16 @@ test_tcp_closed(void **state)
 	ti = tcp_info(p.cfd);
 	assert_true(ti.tcpi_options & TCPI_OPT_TIMESTAMPS);
 
+	t2 = real_ns();
 	assert_int_equal(ct_flush(), 0);
+	t3 = real_ns();
 	e = wait_event(ct, &ev, IPPROTO_TCP, p.cport, p.sport, WAIT_MS);
 	assert_non_null(e);
 	assert_loopback_tuple(e);
+	/* Dated by the kernel: confirmed during the handshake, ended by the
+	 * flush. */
+	assert_in_range(e->start_ns, t0, t1);
+	assert_in_range(e->stop_ns, t2, t3);
 	/* SYN, ACK, data, FIN, last ACK at least; a few ACKs more at most. */
 	assert_in_range(e->packets_orig, 5, 8);
 	assert_in_range(e->packets_reply, 3, 6);
@@ -866,6 +919,46 @@ test_tcp_reset(void **state)
 	    200 + TCP_SEG_HDRS * e->packets_reply + TCP_SYN_EXTRA);
 	assert_int_equal(e->tcp_state, TCP_CONNTRACK_CLOSE);
 	assert_string_equal(nfq_ct_end_state(e), "reset");
+	close(p.sfd);
+	close(p.lfd);
+}
+
+/*
+ * An entry whose timeout ran out, reaped well after (here by a dump 2.5 s
+ * after a reset, CLOSE's timeout being 1 s): its end is dated to when the
+ * timeout ran out, not to the reaping, which is what flows.end_ts says.
+ */
+static void
+test_tcp_expired_dated(void **state)
+{
+	struct nfq_ct *ct;
+	struct events ev = { 0 };
+	struct tcp_pair p;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	const struct nfq_ct_end *e;
+	uint64_t t_rst, t_reap;
+	char c;
+
+	NEED_ENV(state);
+	ct = *state;
+	tcp_connect(&p);
+	send_all(p.cfd, 10);
+	recv_exactly(p.sfd, 10);
+	assert_int_equal(setsockopt(p.cfd, SOL_SOCKET, SO_LINGER, &lg,
+	    sizeof(lg)), 0);
+	close(p.cfd);
+	assert_int_equal(read(p.sfd, &c, 1), -1);
+	t_rst = real_ns();
+	usleep(2500 * 1000);
+	t_reap = real_ns();
+	assert_int_equal(ct_dump(), 0);
+	e = wait_event(ct, &ev, IPPROTO_TCP, p.cport, p.sport, WAIT_MS);
+	assert_non_null(e);
+	assert_string_equal(nfq_ct_end_state(e), "reset");
+	assert_true(e->start_ns != 0 && e->start_ns < t_rst);
+	/* 1 s after the reset, give or take the kernel's jiffies */
+	assert_in_range(e->stop_ns, t_rst + 800000000u, t_rst + 1300000000u);
+	assert_true(e->stop_ns < t_reap);
 	close(p.sfd);
 	close(p.lfd);
 }
@@ -1473,6 +1566,7 @@ main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, fixture_setup, fixture_teardown)
 		T(test_tcp_closed),
 		T(test_tcp_reset),
+		T(test_tcp_expired_dated),
 		T(test_tcp_refused),
 		T(test_tcp_flushed_open),
 		T(test_udp_timeout),

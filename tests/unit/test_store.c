@@ -2950,11 +2950,30 @@ test_flow_end(void **state)
 	make_end(&e, 11000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
 	e.bytes_out = 7;
 	assert_int_equal(store_put_flow_end(s, &e), 0);
+	/* 7, 8: a 5-tuple reused at once, the old end read after the new
+	 * row: it goes to the row logged by its time, and the new end to
+	 * the new row. 9: a row logged after its end's time (late, or the
+	 * clock set back) still gets it, there being no other. */
+	make_flow(&f, 20000, 8443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_flow(&f, 30000, 8443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_end(&e, 25000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
+	e.bytes_out = 25;
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	make_end(&e, 35000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
+	e.bytes_out = 35;
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+	make_flow(&f, 50000, 8443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	make_end(&e, 45000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
+	e.bytes_out = 45;
+	assert_int_equal(store_put_flow_end(s, &e), 0);
 
 	assert_int_equal(store_flush(s, 5000), 0);
 	store_stats(s, &stats);
-	assert_int_equal(stats.queued, 14);
-	assert_int_equal(stats.written, 14);
+	assert_int_equal(stats.queued, 20);
+	assert_int_equal(stats.written, 20);
 	assert_int_equal(stats.write_errors, 0);
 	assert_int_equal(stats.lost_persisted, 0);
 
@@ -2971,6 +2990,12 @@ test_flow_end(void **state)
 	    "5 - - - - - -");
 	assert_string_equal(flow_end_row(db, 6, buf, sizeof(buf)),
 	    "6 7 10 20000 20 11000 closed");
+	assert_string_equal(flow_end_row(db, 7, buf, sizeof(buf)),
+	    "7 25 10 20000 20 25000 closed");
+	assert_string_equal(flow_end_row(db, 8, buf, sizeof(buf)),
+	    "8 35 10 20000 20 35000 closed");
+	assert_string_equal(flow_end_row(db, 9, buf, sizeof(buf)),
+	    "9 45 10 20000 20 45000 closed");
 	assert_string_equal(query_text(db, "SELECT end_time || ' ' || time"
 	    " FROM flow_log WHERE id = 2", buf, sizeof(buf)),
 	    "2023-11-14T22:13:20.123Z 1970-01-01T00:00:00.002Z");

@@ -880,7 +880,22 @@ test_tcp_closed(void **state)
 	close(p.lfd);
 }
 
-/* The client aborts with SO_LINGER 0: one RST, conntrack in CLOSE. */
+/* The client aborts with SO_LINGER 0 (one RST); returns once the server
+ * has seen it. */
+static void
+client_reset(struct tcp_pair *p)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	char c;
+
+	assert_int_equal(setsockopt(p->cfd, SOL_SOCKET, SO_LINGER, &lg,
+	    sizeof(lg)), 0);
+	close(p->cfd);
+	assert_int_equal(read(p->sfd, &c, 1), -1);
+	assert_int_equal(errno, ECONNRESET);
+}
+
+/* The client aborts: one RST, conntrack in CLOSE. */
 static void
 test_tcp_reset(void **state)
 {
@@ -888,9 +903,7 @@ test_tcp_reset(void **state)
 	struct events ev = { 0 };
 	struct tcp_pair p;
 	struct tcp_info ti;
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	const struct nfq_ct_end *e;
-	char c;
 
 	NEED_ENV(state);
 	ct = *state;
@@ -899,12 +912,8 @@ test_tcp_reset(void **state)
 	recv_exactly(p.sfd, 700);
 	send_all(p.sfd, 200);
 	recv_exactly(p.cfd, 200);
-	assert_int_equal(setsockopt(p.cfd, SOL_SOCKET, SO_LINGER, &lg,
-	    sizeof(lg)), 0);
 	ti = tcp_info(p.cfd);
-	close(p.cfd);
-	assert_int_equal(read(p.sfd, &c, 1), -1);
-	assert_int_equal(errno, ECONNRESET);
+	client_reset(&p);
 
 	assert_int_equal(ct_flush(), 0);
 	e = wait_event(ct, &ev, IPPROTO_TCP, p.cport, p.sport, WAIT_MS);
@@ -934,20 +943,15 @@ test_tcp_expired_dated(void **state)
 	struct nfq_ct *ct;
 	struct events ev = { 0 };
 	struct tcp_pair p;
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	const struct nfq_ct_end *e;
 	uint64_t t_rst, t_reap;
-	char c;
 
 	NEED_ENV(state);
 	ct = *state;
 	tcp_connect(&p);
 	send_all(p.cfd, 10);
 	recv_exactly(p.sfd, 10);
-	assert_int_equal(setsockopt(p.cfd, SOL_SOCKET, SO_LINGER, &lg,
-	    sizeof(lg)), 0);
-	close(p.cfd);
-	assert_int_equal(read(p.sfd, &c, 1), -1);
+	client_reset(&p);
 	t_rst = real_ns();
 	usleep(2500 * 1000);
 	t_reap = real_ns();

@@ -2886,9 +2886,43 @@ flow_end_row(sqlite3 *db, int64_t id, char *buf, size_t len)
 	return query_text(db, sql, buf, len);
 }
 
+/* make_flow's flow at ts to port dport, queued. */
+static void
+put_flow_at(struct store *s, int64_t ts, int dport)
+{
+	struct store_flow f;
+
+	make_flow(&f, ts, dport);
+	assert_int_equal(store_put_flow(s, &f), 0);
+}
+
+/* The end of make_flow's flow to port dport at ts, bytes_out its
+ * counter out (make_end's others), queued. */
+static void
+put_end_at(struct store *s, int64_t ts, int dport, uint64_t bytes_out)
+{
+	struct store_flow_end e;
+
+	make_end(&e, ts, "tcp", "10.77.0.2", 40000, "192.0.2.10", dport);
+	e.bytes_out = bytes_out;
+	assert_int_equal(store_put_flow_end(s, &e), 0);
+}
+
 static void
 test_flow_end(void **state)
 {
+	/* each row's end afterwards, by id (flow_end_row) */
+	static const char *const want[] = {
+		"1 60 1 0 0 6000 reset",
+		"2 1000 10 20000 20 1700000000123456 closed",
+		"3 1099511627776 9223372036854775807 20000 20 8000 timeout",
+		"4 1000 10 20000 20 9000 timeout",
+		"5 - - - - - -",
+		"6 7 10 20000 20 11000 closed",
+		"7 25 10 20000 20 25000 closed",
+		"8 35 10 20000 20 35000 closed",
+		"9 45 10 20000 20 45000 closed",
+	};
 	struct fixture *fx = *state;
 	struct store_flow f;
 	struct store_flow_end e;
@@ -2896,6 +2930,7 @@ test_flow_end(void **state)
 	struct store *s;
 	sqlite3 *db;
 	char buf[256];
+	size_t i;
 
 	s = open_ok(fx->path, NULL);
 	/* 1, 2: one tcp 5-tuple twice; 3: the same addresses and ports in
@@ -2945,30 +2980,18 @@ test_flow_end(void **state)
 	make_end(&e, 9200, "tcp", "10.77.0.2", 40001, "192.0.2.10", 80);
 	assert_int_equal(store_put_flow_end(s, &e), 0);
 	/* A reused tuple starts a new row, which its end closes. */
-	make_flow(&f, 10000, 443);
-	assert_int_equal(store_put_flow(s, &f), 0);
-	make_end(&e, 11000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 443);
-	e.bytes_out = 7;
-	assert_int_equal(store_put_flow_end(s, &e), 0);
+	put_flow_at(s, 10000, 443);
+	put_end_at(s, 11000, 443, 7);
 	/* 7, 8: a 5-tuple reused at once, the old end read after the new
 	 * row: it goes to the row logged by its time, and the new end to
 	 * the new row. 9: a row logged after its end's time (late, or the
 	 * clock set back) still gets it, there being no other. */
-	make_flow(&f, 20000, 8443);
-	assert_int_equal(store_put_flow(s, &f), 0);
-	make_flow(&f, 30000, 8443);
-	assert_int_equal(store_put_flow(s, &f), 0);
-	make_end(&e, 25000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
-	e.bytes_out = 25;
-	assert_int_equal(store_put_flow_end(s, &e), 0);
-	make_end(&e, 35000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
-	e.bytes_out = 35;
-	assert_int_equal(store_put_flow_end(s, &e), 0);
-	make_flow(&f, 50000, 8443);
-	assert_int_equal(store_put_flow(s, &f), 0);
-	make_end(&e, 45000, "tcp", "10.77.0.2", 40000, "192.0.2.10", 8443);
-	e.bytes_out = 45;
-	assert_int_equal(store_put_flow_end(s, &e), 0);
+	put_flow_at(s, 20000, 8443);
+	put_flow_at(s, 30000, 8443);
+	put_end_at(s, 25000, 8443, 25);
+	put_end_at(s, 35000, 8443, 35);
+	put_flow_at(s, 50000, 8443);
+	put_end_at(s, 45000, 8443, 45);
 
 	assert_int_equal(store_flush(s, 5000), 0);
 	store_stats(s, &stats);
@@ -2978,24 +3001,9 @@ test_flow_end(void **state)
 	assert_int_equal(stats.lost_persisted, 0);
 
 	db = peer_open(fx->path);
-	assert_string_equal(flow_end_row(db, 1, buf, sizeof(buf)),
-	    "1 60 1 0 0 6000 reset");
-	assert_string_equal(flow_end_row(db, 2, buf, sizeof(buf)),
-	    "2 1000 10 20000 20 1700000000123456 closed");
-	assert_string_equal(flow_end_row(db, 3, buf, sizeof(buf)),
-	    "3 1099511627776 9223372036854775807 20000 20 8000 timeout");
-	assert_string_equal(flow_end_row(db, 4, buf, sizeof(buf)),
-	    "4 1000 10 20000 20 9000 timeout");
-	assert_string_equal(flow_end_row(db, 5, buf, sizeof(buf)),
-	    "5 - - - - - -");
-	assert_string_equal(flow_end_row(db, 6, buf, sizeof(buf)),
-	    "6 7 10 20000 20 11000 closed");
-	assert_string_equal(flow_end_row(db, 7, buf, sizeof(buf)),
-	    "7 25 10 20000 20 25000 closed");
-	assert_string_equal(flow_end_row(db, 8, buf, sizeof(buf)),
-	    "8 35 10 20000 20 35000 closed");
-	assert_string_equal(flow_end_row(db, 9, buf, sizeof(buf)),
-	    "9 45 10 20000 20 45000 closed");
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		assert_string_equal(flow_end_row(db, (int64_t)i + 1, buf,
+		    sizeof(buf)), want[i]);
 	assert_string_equal(query_text(db, "SELECT end_time || ' ' || time"
 	    " FROM flow_log WHERE id = 2", buf, sizeof(buf)),
 	    "2023-11-14T22:13:20.123Z 1970-01-01T00:00:00.002Z");

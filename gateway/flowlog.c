@@ -147,10 +147,14 @@ on_end(void *arg, const struct nfq_ct_end *e)
 		gw_ct_flow_key(sb, e, &key);
 		/* only an allowed SYN's entry, the one synpath.c asks about:
 		 * an end read late may be an older connection's than the
-		 * entry (a verified flight's, a denial's) */
+		 * entry (a verified flight's, a denial's), and one that
+		 * conntrack dates before the entry's SYN was decided is: the
+		 * 5-tuple reopened at once, and the new SYN, which may come
+		 * again, keeps its verdict */
 		if ((fl = nfq_flows_lookup(gw->flows, &key,
 		    gw_now_ms())) != NULL && fl->verdict == NF_ACCEPT &&
-		    !fl->flight)
+		    !fl->flight && (e->stop_ns == 0 ||
+		    e->stop_ns / 1000 >= fl->since_us))
 			nfq_flows_remove(gw->flows, &key);
 	}
 	(void)gw_log_flow_end(gw, e, nfq_ct_end_state(e));

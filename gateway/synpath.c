@@ -299,6 +299,10 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
 	    GW_FLOW_TTL_MS, v, mark);
 	fl->tag = t.tcp_seq;
+	/* conntrack's clock: an end dated before it is an older
+	 * connection's (flowlog.c) */
+	if (v == NF_ACCEPT)
+		fl->since_us = (uint64_t)store_now_us();
 	/* a denied SYN the kernel let through: its server took the
 	 * handshake, and is reset with the connection's first packet */
 	fl->reset_server = pkt->copy && v != NF_ACCEPT &&

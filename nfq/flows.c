@@ -279,6 +279,7 @@ nfq_flows_insert(struct nfq_flows *ft, const struct nfq_flow_key *key,
 	s->flow.hits = 0;
 	s->flow.flight = false;
 	s->flow.reset_server = false;
+	s->flow.since_us = 0;
 	heap_fix(ft, s->heap_pos);
 	return &s->flow;
 }

@@ -228,6 +228,10 @@ struct nfq_flow {
 						 * let through, whose server
 						 * is to be reset); cleared by
 						 * each insert */
+	uint64_t		since_us;	/* the caller's (sluiced: when
+						 * an allowed SYN was decided,
+						 * unix µs, CLOCK_REALTIME);
+						 * cleared by each insert */
 };
 
 struct nfq_flows;

@@ -53,6 +53,11 @@ server's certificate comes back in clear and says which name it served):
            seconds. answered: a SYN-ACK for the new ISN came back; the
            handshake is finished, --data sent, the answer read, and the
            connection reset. refused: a reset for the new SYN.
+           --clean leaves the stray ACK out: the reset is the last word,
+           and conntrack reopens the 5-tuple for the new SYN (ends the old
+           entry, makes a new one). --syn-again sends the new SYN once more
+           after its answer, 0.2 s later, as a client does whose SYN-ACK
+           was lost; the handshake goes on once that is answered too.
 
 Prints one line of key=value words:
   result=answered|reset|refused|timeout|closed   what the client saw
@@ -331,8 +336,9 @@ def reuse(c, a):
     """The reuse plan, once the first handshake is done; returns its
     words."""
     c.send(0, b"", flags=RST | ACK)
-    time.sleep(0.05)
-    c.send(0, b"", flags=ACK)  # the stray one, after the reset
+    if not a.clean:
+        time.sleep(0.05)
+        c.send(0, b"", flags=ACK)  # the stray one, after the reset
     if a.go:
         end = time.time() + 8
         while not os.path.exists(a.go) and time.time() < end:
@@ -352,6 +358,12 @@ def reuse(c, a):
             next_syn += rto
             rto *= 2
         res = c.answer_to(c.isn, min(next_syn, end) - time.time())
+    if res == "answered" and a.syn_again:
+        time.sleep(0.2)
+        c.send_ip(c.segment(c.isn, SYN, opts=MSS_OPT))
+        syns += 1
+        # the server answers it again: read that before going on
+        res = c.answer_to(c.isn, a.wait) or "timeout"
     words = ["result=" + (res or "timeout"), "sport=%d" % c.sport,
              "syns=%d" % syns]
     if res == "answered":
@@ -431,6 +443,8 @@ def main():
     ap.add_argument("--wait", type=float, default=3.0)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--go")
+    ap.add_argument("--clean", action="store_true")
+    ap.add_argument("--syn-again", action="store_true")
     ap.add_argument("--data", default="port reuse: the second connection\n")
     a = ap.parse_args()
 

@@ -85,4 +85,22 @@ for sp in $SPORTS; do
 	    AND a.end_ts <= b.ts AND b.ts <= b.end_ts")" 1 \
 	    "port $sp: the first connection ended before the second's row, which ended after it"
 done
+
+# A new connection's SYN sent again after its answer (its SYN-ACK lost, as
+# the client sees it) is the same attempt, with no row of its own, also
+# when the old connection's end was read after the new SYN was decided:
+# that end must not take the new SYN's verdict away. rawtcp.py's reuse
+# plan; --clean: the reset is the last word, so conntrack reopens.
+word() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+out=$(tb_in a "$TB_PY" "$TB_LIB/rawtcp.py" "$TB_ADDR_ATK" "$PORT" reuse \
+    --clean --syn-again --pause 0.1)
+sp=$(word "$out" sport)
+tb_assert_match "$out" "^result=answered .*syns=2 bytes_in=9" \
+    "raw client: the new SYN was answered and sent twice, the connection carried ($out)"
+tb_assert_eq "$(tb_wait_count 3 3 tb_attacker_packet_count proto=tcp \
+    sport="${sp:-0}" flags=S)" 3 \
+    "the far host received the first SYN, the new one and its second copy"
+sleep 0.5	# the log's batch (50 ms)
+tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE dst_port = $PORT
+    AND src_port = ${sp:-0}")" 2 "one row per connection, none for the SYN sent again"
 tb_done

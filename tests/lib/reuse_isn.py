@@ -71,12 +71,26 @@ def tls_client(sni):
     bi, bo = ssl.MemoryBIO(), ssl.MemoryBIO()
     return ctx.wrap_bio(bi, bo, server_hostname=sni), bi, bo
 
+def syn_ack(isn, timeout):
+    # the answer to the SYN with isn: its SYN-ACK, or a reset of it;
+    # other segments on the ports (a late one of an older connection) are
+    # passed over. None after timeout s, or the last segment passed over.
+    end = time.time() + timeout
+    other = None
+    while True:
+        p = recv(max(0, end - time.time()))
+        if p is None:
+            return other
+        if p[2] & 0x10 and p[1] == (isn + 1) & 0xffffffff and p[2] & 0x06:
+            return p
+        other = p
+
 def handshake(isn, syns=1):
     # the SYN (sent syns times, each SYN-ACK but the last ignored), the
     # ACK: (snd, rcv), or what went wrong
     for _ in range(syns):
         send(tcp(isn, 0, 0x02, b"\x02\x04\x05\xb4"))
-        sa = recv(2)
+        sa = syn_ack(isn, 2)
     if sa is None or sa[2] & 0x12 != 0x12:
         return "no SYN-ACK %r" % (sa,)
     send(tcp(isn + 1, sa[0] + 1, 0x10))

@@ -191,18 +191,16 @@ ct_counters(const struct nlattr *nest, uint64_t *packets, uint64_t *bytes)
 	return true;
 }
 
-/* CTA_TIMESTAMP: start, and stop once the entry is dying (both 0 when
- * absent); false for a damaged nest. */
+/* CTA_TIMESTAMP: the stop, once the entry is dying (0 when absent; the
+ * start is checked, not kept); false for a damaged nest. */
 static bool
-ct_tstamp(const struct nlattr *nest, uint64_t *start, uint64_t *stop)
+ct_tstamp(const struct nlattr *nest, uint64_t *stop)
 {
 	const struct nlattr *tb[CTA_TIMESTAMP_MAX + 1];
 
 	if (!ct_nest(nest, ct_tstamp_types, CTA_TIMESTAMP_MAX, tb))
 		return false;
 	/* nla_put_be64, as the counters */
-	if (tb[CTA_TIMESTAMP_START] != NULL)
-		*start = be64toh(mnl_attr_get_u64(tb[CTA_TIMESTAMP_START]));
 	if (tb[CTA_TIMESTAMP_STOP] != NULL)
 		*stop = be64toh(mnl_attr_get_u64(tb[CTA_TIMESTAMP_STOP]));
 	return true;
@@ -292,7 +290,7 @@ ct_parse(const void *buf, size_t len, uint16_t type, struct nfq_ct_end *e)
 	    &out.bytes_reply))
 		return NFQ_CT_DAMAGED;
 	if (cta[CTA_TIMESTAMP] != NULL && !ct_tstamp(cta[CTA_TIMESTAMP],
-	    &out.start_ns, &out.stop_ns))
+	    &out.stop_ns))
 		return NFQ_CT_DAMAGED;
 	/* Recent kernels leave a mark of 0 out of destroy events. */
 	if (cta[CTA_MARK] != NULL)

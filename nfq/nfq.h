@@ -229,9 +229,10 @@ struct nfq_flow {
 						 * is to be reset); cleared by
 						 * each insert */
 	uint64_t		since_us;	/* the caller's (sluiced: when
-						 * an allowed SYN was decided,
-						 * unix µs, CLOCK_REALTIME);
-						 * cleared by each insert */
+						 * an allowed SYN it let go
+						 * was decided, unix µs,
+						 * CLOCK_REALTIME); cleared by
+						 * each insert */
 };
 
 struct nfq_flows;
@@ -536,11 +537,11 @@ struct nfq_ct_end {
 	uint64_t	 packets_reply, bytes_reply;
 	uint32_t	 mark;		/* the connection mark */
 	uint8_t		 tcp_state;	/* TCP_CONNTRACK_*, 0 if none/unknown */
-	/* conntrack's timestamps (net.netfilter.nf_conntrack_timestamp=1,
-	 * entries made since), unix ns by CLOCK_REALTIME, 0 if absent: when
-	 * the entry was confirmed, and when it ended (an entry reaped after
-	 * its timeout ran out is dated to that moment, not to the reaping) */
-	uint64_t	 start_ns, stop_ns;
+	/* when it ended by conntrack's timestamps (net.netfilter.
+	 * nf_conntrack_timestamp=1, entries made since), unix ns by
+	 * CLOCK_REALTIME, 0 if absent; an entry reaped after its timeout ran
+	 * out is dated to that moment, not to the reaping */
+	uint64_t	 stop_ns;
 };
 
 struct nfq_ct;

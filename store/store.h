@@ -90,16 +90,15 @@ struct store_opts {
 	int64_t		wal_limit;	/* bytes; 0: STORE_WAL_LIMIT_DEFAULT */
 };
 
-/* A flow ended (conntrack destroyed its entry): the newest row of that
- * 5-tuple (as the sandbox sent it, before NAT) that has no end yet gets
- * its counters, end time and state. */
 /*
- * A connection's end goes to the newest open row of its 5-tuple that was
- * logged at or before ts_us, or failing that (a row logged late, a clock
- * set back) to the newest open row: a sandbox that reconnects on the same
- * 5-tuple at once has its new row logged before the old end is read, and
- * the old end must not close it. That needs ts_us from the kernel's own
- * clock of the end (conntrack's timestamps), not the time it was read.
+ * A flow ended (conntrack destroyed its entry): the newest row of that
+ * 5-tuple (as the sandbox sent it, before NAT) that has no end yet and
+ * was logged at or before ts_us gets its counters, end time and state;
+ * failing that (a row logged late, a clock set back), the newest row
+ * with no end. A sandbox that reconnects on the same 5-tuple at once has
+ * its new row logged before the old end is read, and the old end must
+ * not close it. That needs ts_us from the kernel's own clock of the end
+ * (conntrack's timestamps), not the time it was read.
  */
 struct store_flow_end {
 	int64_t		ts_us;		/* when it ended */

@@ -299,9 +299,11 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 	    GW_FLOW_ALLOW_TTL_MS : limited ? GW_FLOW_LIMITED_TTL_MS :
 	    GW_FLOW_TTL_MS, v, mark);
 	fl->tag = t.tcp_seq;
-	/* conntrack's clock: an end dated before it is an older
-	 * connection's (flowlog.c) */
-	if (v == NF_ACCEPT)
+	/* conntrack's clock. A SYN sluiced lets go has its connection
+	 * confirmed after this, so an end dated before it is an older
+	 * connection's (flowlog.c); a copy's SYN went on before it was
+	 * decided, and gets none */
+	if (v == NF_ACCEPT && !pkt->copy)
 		fl->since_us = (uint64_t)store_now_us();
 	/* a denied SYN the kernel let through: its server took the
 	 * handshake, and is reset with the connection's first packet */

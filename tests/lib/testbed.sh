@@ -861,6 +861,10 @@ sys.stdout.flush()
 EOF
 }
 
+# tb_word LINE KEY: the value of KEY=VALUE among LINE's words (a line of
+# key=value words, as rawtcp.py prints); nothing if it has none.
+tb_word() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
 # tb_wait_count EXPECTED TIMEOUT_S CMD...: polls CMD's output until it is
 # EXPECTED; prints the last output; fails on timeout.
 tb_wait_count() {

@@ -31,8 +31,6 @@ EOF
 tb_check "sandbox add" tb_sandbox_add a "$TB_DIR/p1.json"
 
 raw() { tb_in a "$TB_PY" "$TB_LIB/rawtcp.py" "$TB_ADDR_ATK" "$@"; }
-# word OUT KEY: the value of KEY=VALUE in rawtcp.py's line
-word() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # chain_count ERE: the packets counted by the sandbox chain's rules whose
 # listing matches ERE
 chain_count() {
@@ -53,11 +51,11 @@ rows() {
 d0=$(final_drops) n0=$(new_queued)
 out=$(raw $OKPORT reuse)
 d1=$(final_drops) n1=$(new_queued)
-sp=$(word "$out" sport)
-syns=$(word "$out" syns)
+sp=$(tb_word "$out" sport)
+syns=$(tb_word "$out" syns)
 tb_assert_match "$out" "^result=answered " \
     "allowed: a SYN-ACK for the new ISN came back ($out)"
-tb_assert_eq "$(word "$out" bytes_in)" 9 "and the far host answered on it"
+tb_assert_eq "$(tb_word "$out" bytes_in)" 9 "and the far host answered on it"
 # the state the test is about: conntrack did not take the new SYN as NEW
 tb_assert_eq "$((n1 - n0))" 1 "only the first connection's SYN was NEW to conntrack"
 tb_assert_eq "$((d1 - d0))" 0 "no packet hit the chain's final DROP"
@@ -89,7 +87,7 @@ touch "$go"
 wait "$rawpid"
 d1=$(final_drops) n1=$(new_queued)
 out=$(cat "$TB_DIR/denied.out")
-sp=$(word "$out" sport)
+sp=$(tb_word "$out" sport)
 tb_assert_match "$out" "^result=refused " \
     "denied: the new SYN is refused with a reset ($out)"
 tb_assert_eq "$((n1 - n0))" 1 "only the first connection's SYN was NEW to conntrack"

@@ -91,10 +91,9 @@ done
 # when the old connection's end was read after the new SYN was decided:
 # that end must not take the new SYN's verdict away. rawtcp.py's reuse
 # plan; --clean: the reset is the last word, so conntrack reopens.
-word() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 out=$(tb_in a "$TB_PY" "$TB_LIB/rawtcp.py" "$TB_ADDR_ATK" "$PORT" reuse \
     --clean --syn-again --pause 0.1)
-sp=$(word "$out" sport)
+sp=$(tb_word "$out" sport)
 tb_assert_match "$out" "^result=answered .*syns=2 bytes_in=9" \
     "raw client: the new SYN was answered and sent twice, the connection carried ($out)"
 tb_assert_eq "$(tb_wait_count 3 3 tb_attacker_packet_count proto=tcp \

@@ -278,11 +278,17 @@ ruleset_load(struct gw *gw, bool extras, bool ksni, char *err, size_t errlen)
 	    "-A OUTPUT -o " GW_UPLINK_IF " -p icmp -j DROP\n"
 	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p icmp -m icmp --icmp-type host-unreachable -j DROP\n"
 	    "-A OUTPUT -o " GW_SB_IF_PREFIX "+ -p icmp -m icmp --icmp-type network-unreachable -j DROP\n"
+	    /* the gateway's resolver: it tells sandboxes apart by their
+	     * ingress interface and logs every query itself. A query over
+	     * UDP is accepted first, before two rules that were a fifth of
+	     * its way through netfilter: it is untracked (raw_dns), so the
+	     * INVALID rule could not drop it, and where raw_dns is not
+	     * loaded conntrack calls a UDP datagram INVALID only for a
+	     * header or checksum the socket layer drops as well. Over TCP
+	     * it is tracked and comes after the INVALID rule */
+	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -j ACCEPT\n"
 	    "-A INPUT -i lo -j ACCEPT\n"
 	    "-A INPUT -m conntrack --ctstate INVALID -j DROP\n"
-	    /* the gateway's resolver: it tells sandboxes apart by their
-	     * ingress interface and logs every query itself */
-	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -p udp --dport 53 -j ACCEPT\n"
 	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -p tcp --dport 53 -j ACCEPT\n"
 	    "-A INPUT -i " GW_SB_IF_PREFIX "+ -j sluice-sandbox\n"
 	    "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n"

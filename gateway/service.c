@@ -373,6 +373,7 @@ static const struct config_key config_keys[] = {
 	UINT("limit-dns-burst", limit_dns_burst, true),
 	UINT("limit-holds", limit_holds, true),
 	UINT("http-idle", http_idle, true),
+	UINT("copy-interval", copy_interval, true),
 	STR("control", control, false),
 	STR("db", db, false),
 	STR("state-dir", state_dir, false),
@@ -740,6 +741,7 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 	gw->cfg.limit_dns_burst = nc.limit_dns_burst;
 	gw->cfg.limit_holds = nc.limit_holds;
 	gw->cfg.http_idle = nc.http_idle;
+	gw->cfg.copy_interval = nc.copy_interval;	/* read every pass */
 	if (nc.retain_days != gw->cfg.retain_days) {
 		store_set_retain_days(gw->store, nc.retain_days);
 		gw->cfg.retain_days = nc.retain_days;

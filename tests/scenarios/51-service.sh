@@ -217,7 +217,7 @@ wait_count() {	# PATTERN N: until N notifications match
 	return 1
 }
 
-conf() {	# UPSTREAM TTL_MAX RETAIN_DAYS [POOL]: writes the config file
+conf() {	# UPSTREAM TTL_MAX RETAIN_DAYS [POOL [COPY_INTERVAL]]: writes the config file
 	cat > "$TB_DIR/sluiced.json" <<EOF
 {
   "control": "$SOCK",
@@ -231,7 +231,8 @@ conf() {	# UPSTREAM TTL_MAX RETAIN_DAYS [POOL]: writes the config file
   "dns-upstream": ["$1"],
   "dns-ttl-min": 10,
   "dns-ttl-max": $2,
-  "retain-days": $3
+  "retain-days": $3,
+  "copy-interval": ${5:-0}
 }
 EOF
 }
@@ -326,10 +327,14 @@ tb_sql "INSERT INTO dns_queries (ts, proto, src_ip, qname, qtype, verdict, reaso
     VALUES ($old_us, 'udp', '10.213.0.2', 'old.test', 'A', 'allow', 'test')"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM dns_queries WHERE qname = 'old.test'")" 1 \
     "an old row is there"
-conf "$UP2" 20 5
+conf "$UP2" 20 5 "" 5
 tb_check "SIGHUP" hup 3
 tb_assert_eq "$(tb_wait_rows "SELECT count(*) FROM dns_queries WHERE qname = 'old.test'" 0)" 0 \
     "retain-days 5 purges it"
+# copy-interval is read on every pass of the loop: applied live
+tb_assert_match "$(cat "$TB_DIR/sluiced.log")" "reload: copy-interval: 0 -> 5" \
+    "the log names copy-interval's change"
+tb_assert_match "$(cli status -j)" '"interval_ms": ?5[,}]' "and status shows it in force"
 
 # What does not parse changes nothing (retain-days 1 in there is not taken).
 printf '{"dns-upstream": ["%s"], "retain-days": 1,\n' "$TB_ADDR_DNS" > "$TB_DIR/sluiced.json"

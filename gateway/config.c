@@ -64,7 +64,7 @@ static const char usage_text[] =
 "               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
 "               [--queue-num N] [--queue-maxlen N] [--queue-balance N]\n"
 "               [--dns-ttl-min S] [--dns-ttl-max S] [--dns-grace S]\n"
-"               [--retain-days N]\n"
+"               [--dns-cache N] [--retain-days N]\n"
 "               [--metrics-socket PATH] [--metrics-listen ADDR:PORT]\n"
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"

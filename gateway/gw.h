@@ -538,7 +538,10 @@ void gw_inspect_approved(struct gw *gw, const struct nfq_packet *pkt,
 void gw_inspect_packet(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
 /* The hold on a SYN's 5-tuple: 1 it is that SYN's (the same sequence
- * number), 0 another connection's, -1 there is none. */
+ * number), 0 another connection's first flight, -1 there is none, or it
+ * is that of an HTTP connection whose first request was decided: a SYN
+ * then, whatever its sequence number, is a new connection, which holds
+ * a flight of its own (adversarial 27). */
 int gw_inspect_held_syn(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t);
 int gw_inspect_timeout(struct gw *gw, uint64_t now);

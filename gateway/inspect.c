@@ -1221,7 +1221,7 @@ gw_inspect_held_syn(struct gw *gw, const struct nfq_packet *pkt,
 	const struct hold *h;
 
 	flow_key(pkt, t, &key);
-	if ((h = hold_find(gw->holds, &key)) == NULL)
+	if ((h = hold_find(gw->holds, &key)) == NULL || h->decided)
 		return -1;
 	return h->t.tcp_seq == t->tcp_seq ? 1 : 0;
 }
@@ -1244,10 +1244,13 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	gw_verify_drain(gw);
 	flow_key(pkt, t, &key);
 	if ((h = hold_find(hs, &key)) != NULL) {
-		if (h->t.tcp_seq == t->tcp_seq) {
+		if (h->t.tcp_seq == t->tcp_seq && !h->decided) {
 			/* the same SYN again (a retransmission): the hold
 			 * goes on; data in it (TCP Fast Open) joins the
-			 * flight */
+			 * flight. Not once a request on the connection was
+			 * decided: the client had the SYN-ACK long before,
+			 * and a SYN now is a new connection (see
+			 * gw_inspect_held_syn) */
 			if (urgent(gw, sb, h, pkt, t))
 				return 0;
 			if (h->verifying && h->kind == HOLD_TLS)

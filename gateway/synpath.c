@@ -196,7 +196,13 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		 * connection's mark: this SYN goes, with its row, and the
 		 * flight is read from its own start; the same SYN again is
 		 * that flight's (a retransmission, whose SYN-ACK was lost
-		 * past the gateway). Else a flight is held from it, marked
+		 * past the gateway). Not so for a hold kept after an HTTP
+		 * connection's first request was decided: the client had
+		 * its SYN-ACK, and the server may have reset the connection
+		 * unseen (its packets pass in the kernel), so that this SYN
+		 * opens a new one, whose bytes the old hold would take for
+		 * old ones and let pass unread (adversarial 27). Such a hold
+		 * is replaced. Else a flight is held from it, marked
 		 * stale (inspect.c): the server's packets are copied, and its
 		 * bytes are read only once the server has answered this SYN
 		 * with a SYN-ACK of its ISN, which a server holding the old

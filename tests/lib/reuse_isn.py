@@ -14,6 +14,9 @@
 # later, SNI2's hello from the same port with a new ISN.
 # reuse_isn.py SRC DST SNI1 SNI2 stale-same GAP: the same, the second
 # connection with the first one's ISN.
+# reuse_isn.py SRC DST HOST1 HOST2 http-stale[-same] GAP: the same over
+# HTTP (port 80, or $REUSE_DPORT), HOST1's head answered and kept alive until the server
+# resets the connection, then HOST2's head (see below).
 # reuse_isn.py SRC DST SNI1 - resyn: one connection whose SYN is sent
 # twice, the first SYN-ACK left unanswered (a retransmitted SYN).
 # reuse_isn.py SRC DST SNI1 SNI2 backlog PID N: SNI1's hello, answered
@@ -166,7 +169,44 @@ def hello_only(isn, sni):
             return ("server reset after %r" % got) if got else "reset"
     return "nothing but %r" % got
 
-if len(sys.argv) > 5 and sys.argv[5] in ("stale", "stale-same"):
+def http_only(isn, host, path):
+    # SYN, handshake, one request head for host (kept alive); then what
+    # comes back within 2 s, acknowledged: "server reset after" its
+    # bytes, "reset" (nothing from the server first), or what else
+    hs = handshake(isn)
+    if isinstance(hs, str):
+        return hs
+    snd, rcv = hs
+    head = ("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode()
+    send(tcp(snd, rcv, 0x18, data=head))
+    got = b""
+    end = time.time() + 2
+    while time.time() < end:
+        r = recv(0.3)
+        if r is None: continue
+        seq, ack, fl, data = r
+        if data and seq == rcv:
+            got += data; rcv += len(data)
+            send(tcp(snd + len(head), rcv, 0x10))
+        if fl & 0x04:
+            return ("server reset after %r" % got[-2:]) if got else "reset"
+    return "nothing but %r" % got
+
+if len(sys.argv) > 5 and sys.argv[5] in ("http-stale", "http-stale-same"):
+    # HTTP to port 80: SNI1 is a Host, asked for by a long path, to a
+    # server that answers, keeps the connection a moment and resets it
+    # (no FIN); GAP seconds later a new connection from the same port
+    # asks SNI2 for a short path, with an ISN a long way behind the
+    # first's (http-stale) or the first's own (http-stale-same): its
+    # head lies wholly before where the first connection's stream had got
+    dport = int(os.environ.get("REUSE_DPORT", "80"))
+    isn = random.randint(2**20, 2**31)
+    print("conn1:", http_only(isn, sni1, "/first/" + "x" * 64))
+    time.sleep(float(sys.argv[6]))
+    if sys.argv[5] == "http-stale":
+        isn -= 100000
+    print("conn2:", http_only(isn, sni2, "/s"))
+elif len(sys.argv) > 5 and sys.argv[5] in ("stale", "stale-same"):
     # SNI1's hello to a server that answers and resets (no FIN); GAP
     # seconds later a new connection from the same port, SNI2's hello,
     # with a new ISN or the same one

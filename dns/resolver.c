@@ -1237,9 +1237,16 @@ conn_io(struct dns_resolver *r, int i, short revents)
 	    c->inlen < sizeof(c->in)) {
 		n = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
 		if (n > 0) {
-			c->inlen += (size_t)n;
-			if (!c->over_limit)
+			/* a message's first bytes start the idle time again,
+			 * the rest of it does not: a client sending a byte
+			 * now and then would hold its connection (one of
+			 * DNS_TCP_MAX) for ever without a query, and without
+			 * a row (found by review, 2026-12-03). So a message
+			 * must come whole within the idle time of its start,
+			 * or of the answer before it (reply) */
+			if (!c->over_limit && c->inlen == 0)
 				c->idle_deadline = r->now + DNS_TCP_IDLE_MS;
+			c->inlen += (size_t)n;
 		} else if (n == 0) {
 			c->closing = true;	/* answers still go out */
 		} else if (errno != EAGAIN && errno != EINTR) {

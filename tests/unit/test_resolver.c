@@ -1820,7 +1820,7 @@ test_tcp_bad_framing(void **state)
 	unsigned rcode;
 	uint16_t id;
 	size_t len, l2;
-	int fd;
+	int fd, i;
 
 	NEED_ENV(state);
 	/* a length of 0 */
@@ -1906,7 +1906,27 @@ test_tcp_bad_framing(void **state)
 	assert_int_equal(fx->done[6].rcode, -1);
 	assert_tcp_closed(fx, fd);
 	close(fd);
-	assert_int_equal(stats(fx).malformed, 5);
+
+	/* a message a byte at a time, each well within the idle time: the
+	 * time runs from its first byte, not from the last, or one client
+	 * could hold a connection for hours without a query (found by
+	 * review, 2026-12-03) */
+	fd = tcp_send_raw(msg, 1);
+	turn(fx, ABSENT_MS);	/* accepted */
+	turn(fx, ABSENT_MS);	/* read */
+	for (i = 1; i < 4; i++) {
+		fx->now += DNS_TCP_IDLE_MS / 4;
+		assert_int_equal(write(fd, msg + i, 1), 1);
+		turn(fx, ABSENT_MS);
+		assert_int_equal(fx->ndone, 7);
+	}
+	fx->now += DNS_TCP_IDLE_MS / 4;
+	turn(fx, 0);
+	assert_int_equal(fx->ndone, 8);
+	assert_int_equal(fx->done[7].perr, DNS_PARSE_SHORT);
+	assert_tcp_closed(fx, fd);
+	close(fd);
+	assert_int_equal(stats(fx).malformed, 6);
 }
 
 /*

@@ -148,49 +148,36 @@ def hello_for(sni):
     except ssl.SSLWantReadError: pass
     return bo.read()
 
-def hello_only(isn, sni):
-    # SYN, handshake, a ClientHello; then what comes back within 2 s:
-    # "server reset" (after its data, if any), "gateway reset" (nothing
-    # from the server first), or what else
-    hs = handshake(isn)
-    if isinstance(hs, str):
-        return hs
-    snd, rcv = hs
-    h = hello_for(sni)
-    send(tcp(snd, rcv, 0x18, data=h))
-    got = b""
-    end = time.time() + 2
-    while time.time() < end:
-        r = recv(0.3)
-        if r is None: continue
-        seq, ack, fl, data = r
-        got += data
-        if fl & 0x04:
-            return ("server reset after %r" % got) if got else "reset"
-    return "nothing but %r" % got
-
-def http_only(isn, host, path):
-    # SYN, handshake, one request head for host (kept alive); then what
-    # comes back within 2 s, acknowledged: "server reset after" its
+def flight_only(isn, data, ack=False):
+    # SYN, handshake, data; then what comes back within 2 s (the bytes
+    # in order acknowledged, if ack): "server reset after" its last two
     # bytes, "reset" (nothing from the server first), or what else
     hs = handshake(isn)
     if isinstance(hs, str):
         return hs
     snd, rcv = hs
-    head = ("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode()
-    send(tcp(snd, rcv, 0x18, data=head))
+    send(tcp(snd, rcv, 0x18, data=data))
     got = b""
     end = time.time() + 2
     while time.time() < end:
         r = recv(0.3)
         if r is None: continue
-        seq, ack, fl, data = r
-        if data and seq == rcv:
-            got += data; rcv += len(data)
-            send(tcp(snd + len(head), rcv, 0x10))
+        seq, _, fl, d = r
+        if d and seq == rcv:
+            got += d; rcv += len(d)
+            if ack:
+                send(tcp(snd + len(data), rcv, 0x10))
         if fl & 0x04:
             return ("server reset after %r" % got[-2:]) if got else "reset"
     return "nothing but %r" % got
+
+def hello_only(isn, sni):
+    return flight_only(isn, hello_for(sni))
+
+def http_only(isn, host, path):
+    # one request head for host, kept alive
+    head = ("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode()
+    return flight_only(isn, head, ack=True)
 
 if len(sys.argv) > 5 and sys.argv[5] in ("http-stale", "http-stale-same"):
     # HTTP to port 80: SNI1 is a Host, asked for by a long path, to a

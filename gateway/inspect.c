@@ -933,7 +933,14 @@ http_read(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		if (!h->decided) {
 			h->decided = true;
 			h->first = head;
-			if (!dns_name_normalize(head.host, strlen(head.host),
+			/* the name the connection was admitted with, which
+			 * later requests may use without a binding: only one
+			 * that was allowed. One audited through (a mismatch)
+			 * admitted nothing, and after a switch to enforce a
+			 * request for it would pass unchecked (found by
+			 * review, 2026-12-03; scenario 13) */
+			if (d.reason != GW_R_ALLOWED_DOMAIN ||
+			    !dns_name_normalize(head.host, strlen(head.host),
 			    h->admitted, NULL))
 				h->admitted[0] = '\0';
 			if (d.verdict == GW_ALLOW &&

@@ -91,4 +91,59 @@ tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path, ifnull(end
 "audit|host_not_allowed|a.test|/ka0|-
 audit|host_not_allowed|a.test|/ka1|revoked" \
     "a row for each audited request, the connection's last ending revoked at the switch"
+
+# The same with a Host the policy allows but the sandbox never resolved
+# (the connection admitted by a.test's binding): each request is audited
+# as host_binding_mismatch, the switch to enforce (the same names) does
+# not cut the connection, and its next request is refused. (found by
+# review, 2026-12-03) The first audited request's Host was kept as the
+# name the connection was admitted with, and every later request for it
+# skipped the binding check: the second had no row, and after the switch
+# nginx served the third.
+cat > "$TB_DIR/audit-c.json" <<EOF
+{"network": {"allowedDomains": ["a.test", "plain.test"]}, "sluice": {"mode": "audit"}}
+EOF
+cat > "$TB_DIR/enforce-c.json" <<EOF
+{"network": {"allowedDomains": ["a.test", "plain.test"]}}
+EOF
+tb_check "sandbox add c (audit)" tb_sandbox_add c "$TB_DIR/audit-c.json"
+tb_in c dig +short a.test >/dev/null
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+rm -f "$TB_DIR/go"
+tb_in c "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_DIR/go" > "$TB_DIR/kc.out" 2>&1 <<'EOF' &
+import http.client, os, sys, time
+c = http.client.HTTPConnection(sys.argv[1], 80, timeout=3)
+res = []
+for i in range(3):
+    if i == 2:
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.05)
+    try:
+        c.request("GET", "/kc%d" % i, headers={"Host": "plain.test"})
+        r = c.getresponse()
+        r.read()
+        res.append(str(r.status))
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        res.append(type(e).__name__)
+        break
+print("|".join(res))
+EOF
+kc=$!
+sleep 1
+tb_check "c to enforce" tb_sluice policy set "${P}-c" "$TB_DIR/enforce-c.json"
+touch "$TB_DIR/go"
+wait "$kc"
+tb_assert_match "$(cat "$TB_DIR/kc.out")" \
+    "^200\|200\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
+    "binding mismatch: two requests audited and served, the third (after enforce) refused"
+sleep 0.3
+tb_assert_eq "$(grep -c '"GET /kc[01]' "$TB_DIR/nginx.access.log")" 2 "nginx served the two audited requests"
+tb_assert_eq "$(grep -c '"GET /kc2' "$TB_DIR/nginx.access.log")" 0 "and never saw the third"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 80" 3 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path
+    FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \
+"audit|host_binding_mismatch|plain.test|/kc0
+audit|host_binding_mismatch|plain.test|/kc1
+deny|host_binding_mismatch|plain.test|/kc2" \
+    "binding mismatch: a row for each request, the third refused"
 tb_done

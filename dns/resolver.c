@@ -1168,9 +1168,17 @@ tcp_accept(struct dns_resolver *r)
 		c->idle_deadline = r->now + DNS_TCP_REFUSE_MS;
 		r->st.tcp_refused++;
 		if (i == CONN_SPARE) {
+			/* the first query's answer is sent once, if the
+			 * socket takes it; not through conn_io, which would
+			 * read the next query and queue an answer the close
+			 * then drops, its row saying REFUSED all the same
+			 * (found by review, 2026-12-03). The queries behind
+			 * it get their rows from conn_close, unanswered */
 			conn_io(r, i, POLLIN);
-			if (c->used)
-				conn_io(r, i, POLLOUT);
+			if (c->used && c->outoff < c->outlen)
+				(void)send(c->fd, c->out + c->outoff,
+				    c->outlen - c->outoff,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
 			conn_close(r, i);
 		}
 	}
@@ -1205,9 +1213,13 @@ conn_finished(const struct conn *c)
  * The events a client's socket is polled for: input while there is room
  * for it (a full buffer waits until its query is answered, and a socket
  * left readable would wake the loop for nothing), output while an answer
- * waits. None: its query is upstream. It is then left out of poll, which
- * reports a reset (POLLHUP) whatever was asked for; the reset is found
- * when the answer is sent.
+ * waits. A connection whose query is upstream is still read while it has
+ * room: a pipelined query waits in the buffer (conn_process takes one at
+ * a time), and a reset is found by the read (its queries are recorded
+ * then, the one upstream when its answer comes). None: the buffer is full
+ * and nothing is to be sent; the connection is then left out of poll,
+ * which reports a reset (POLLHUP) whatever was asked for, and the reset is
+ * found when the answer is sent.
  */
 static short
 conn_events(const struct conn *c)

@@ -1713,13 +1713,38 @@ test_tcp_over_limit(void **state)
 	assert_int_equal(fx->done[2].rcode, -1);
 	assert_int_equal(fx->done[2].perr, DNS_PARSE_SHORT);
 	assert_true(fx->done[2].over_limit);
+	/* ... and one that sent three queries at once: the first answered,
+	 * the two behind it on record unanswered (the second's row said
+	 * REFUSED, for an answer the connection closed on: found by
+	 * review, 2026-12-03) */
+	{
+		uint8_t msg[3 * 512];
+		size_t len;
+
+		len = tcp_query(msg, sizeof(msg), 67, "s1.test");
+		len += tcp_query(msg + len, sizeof(msg) - len, 68, "s2.test");
+		len += tcp_query(msg + len, sizeof(msg) - len, 69, "s3.test");
+		spare = tcp_client();
+		assert_int_equal(write(spare, msg, len), (ssize_t)len);
+		assert_true(tcp_answer(fx, spare, &resp));
+		assert_int_equal(resp.id, 67);
+		assert_tcp_closed(fx, spare);
+		close(spare);
+	}
+	assert_int_equal(fx->ndone, 6);
+	assert_string_equal(fx->done[3].name, "s1.test");
+	assert_int_equal(fx->done[3].rcode, DNS_R_REFUSED);
+	assert_string_equal(fx->done[4].name, "s2.test");
+	assert_int_equal(fx->done[4].rcode, -1);
+	assert_string_equal(fx->done[5].name, "s3.test");
+	assert_int_equal(fx->done[5].rcode, -1);
 
 	/* the silent refused ones: their time runs out, each on record */
 	turn(fx, 0);
-	assert_int_equal(fx->ndone, 3);
+	assert_int_equal(fx->ndone, 6);
 	fx->now += DNS_TCP_REFUSE_MS;
 	turn(fx, 0);
-	base = 3;
+	base = 6;
 	assert_int_equal(fx->ndone, base + DNS_TCP_REFUSE_MAX);
 	for (i = 0; i < DNS_TCP_REFUSE_MAX; i++) {
 		assert_true(fx->done[base + (size_t)i].over_limit);
@@ -1729,8 +1754,8 @@ test_tcp_over_limit(void **state)
 		assert_tcp_closed(fx, refused[i]);
 		close(refused[i]);
 	}
-	assert_int_equal(stats(fx).tcp_refused, 3 + DNS_TCP_REFUSE_MAX);
-	assert_int_equal(stats(fx).queries, 2);
+	assert_int_equal(stats(fx).tcp_refused, 4 + DNS_TCP_REFUSE_MAX);
+	assert_int_equal(stats(fx).queries, 5);
 
 	/* the served connections were never disturbed, and with one gone
 	 * the next connection is served again */

@@ -114,14 +114,6 @@ revise(void *arg, const struct nfq_ct_end *e)
 	 * by the new policy, a denied one stays so */
 	if (m != GW_MARK_ALLOW && m != GW_MARK_INSPECT && m != GW_MARK_VERIFY)
 		return 0;
-	/* a TCP connection both ends have closed, or one reset, carries
-	 * nothing more: its entry lingers, and its row gets its own end
-	 * (a half-closed one may still carry bytes, and is cut) */
-	if (e->proto == IPPROTO_TCP &&
-	    (e->tcp_state == TCP_CONNTRACK_LAST_ACK ||
-	    e->tcp_state == TCP_CONNTRACK_TIME_WAIT ||
-	    e->tcp_state == TCP_CONNTRACK_CLOSE))
-		return 0;
 	memset(&t, 0, sizeof(t));
 	t.proto = e->proto;
 	t.saddr = e->saddr;
@@ -145,14 +137,34 @@ revise(void *arg, const struct nfq_ct_end *e)
 	return GW_MARK_DENY;
 }
 
+/*
+ * A TCP connection both ends have closed, or one reset. An honest stack
+ * sends nothing more on it, but conntrack passes segments inside the
+ * window in TIME_WAIT (and renews the entry for each), so a sandbox
+ * sending raw segments after its FIN went on under the old allow mark
+ * (found by review, 2026-12-03; adversarial 28). Its entry gets the deny
+ * mark like any other; it is no open connection cut, and its row gets
+ * its own end when conntrack lets the entry go.
+ */
+static bool
+closed(const struct nfq_ct_end *e)
+{
+	return e->proto == IPPROTO_TCP &&
+	    (e->tcp_state == TCP_CONNTRACK_LAST_ACK ||
+	    e->tcp_state == TCP_CONNTRACK_TIME_WAIT ||
+	    e->tcp_state == TCP_CONNTRACK_CLOSE);
+}
+
 static void
 revised(void *arg, const struct nfq_ct_end *e)
 {
 	struct revoke *r = arg;
 
-	r->cut++;
 	/* a proof still awaited must not give it its allow mark back */
 	gw_inspect_revoked(r->gw, r->sb, e);
+	if (closed(e))
+		return;
+	r->cut++;
 	(void)gw_log_flow_end(r->gw, e, "revoked");
 }
 

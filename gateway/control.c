@@ -319,7 +319,7 @@ handle(struct gw *gw, json_t *req)
 			if (gw->nflog != NULL)
 				nfq_nflog_stats(gw->nflog, &ls);
 			json_object_set_new(o, "copies", json_pack(
-			    "{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			    "{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			    "interval_ms", (int)gw->cfg.copy_interval,
 			    "woken", (json_int_t)gw->copies_woken,
 			    "unwaited", (json_int_t)gw->copies_unwaited,
@@ -327,6 +327,7 @@ handle(struct gw *gw, json_t *req)
 			    "early_kept", (json_int_t)gw->early_kept,
 			    "early_used", (json_int_t)gw->early_used,
 			    "early_pushed", (json_int_t)gw->early_pushed,
+			    "older", (json_int_t)gw->copies_older,
 			    "lost", (json_int_t)ls.dropped));
 		}
 		/* deleted sandboxes' veths, removed in the background */

@@ -328,6 +328,12 @@ struct gw {
 	uint64_t		 early_kept;	/* proofs read before their flight */
 	uint64_t		 early_used;	/* ... that proved it */
 	uint64_t		 early_pushed;	/* ... lost to another's slot */
+	uint64_t		 copies_older;	/* server copies logged before
+						 * the hold of their 5-tuple
+						 * began: an older connection's */
+	uint32_t		 copy_gseq;	/* the newest copy read, in the
+						 * kernel's order (gw_copy_seen) */
+	bool			 copy_gseq_any;
 	/* The proof of a first flight (inspect.c): copies of the server's
 	 * packets, and the connection marks changed when it comes. NULL
 	 * (a ruleset without NFLOG): the server's packets are queued. */
@@ -617,5 +623,17 @@ void gw_control_process(struct gw *gw, const struct pollfd *pfd, size_t n,
     uint64_t now_ms);
 int gw_control_timeout(uint64_t now_ms);
 void gw_control_close(struct gw *gw);
+
+/* Notes a copy read (of either group): the newest, in the order the kernel
+ * logged them (inspect.c: a hold's server copies must come after it). */
+static inline void
+gw_copy_seen(struct gw *gw, const struct nfq_packet *pkt)
+{
+	if (pkt->has_gseq && (!gw->copy_gseq_any ||
+	    (int32_t)(pkt->gseq - gw->copy_gseq) > 0)) {
+		gw->copy_gseq = pkt->gseq;
+		gw->copy_gseq_any = true;
+	}
+}
 
 #endif

@@ -93,6 +93,13 @@ struct hold {
 	char			 syn_sha256[65];	/* the policy it was
 						 * decided under */
 	uint64_t		 deadline;	/* held bytes must be decided by */
+	bool			 since_known;
+	uint32_t		 since_gseq;	/* copies logged up to this one
+						 * (in the kernel's order) came
+						 * before its connection: its
+						 * SYN's copy, or the newest
+						 * read when a queued SYN made
+						 * it (copy_after) */
 	uint64_t		 last_ms;	/* last packet seen (or, once
 						 * idle, counted by conntrack) */
 	uint64_t		 ct_packets;	/* conntrack's count, both
@@ -122,6 +129,9 @@ struct early {
 	struct nfq_flow_key	 key;	/* the hold's: the client's way */
 	uint32_t		 ack;	/* the furthest */
 	bool			 acked;	/* ... if one came */
+	bool			 has_gseq;
+	uint32_t		 gseq;	/* the kernel's order of the copy
+					 * that made it or last moved ack */
 	bool			 rst;	/* the server reset the connection */
 	uint64_t		 ms;	/* when first read; 0: the slot is free */
 };
@@ -788,7 +798,7 @@ early_find(struct gw *gw, const struct nfq_flow_key *k, uint64_t now,
 
 static void
 early_keep(struct gw *gw, const struct nfq_flow_key *k,
-    const struct nfq_tuple *t, uint64_t now)
+    const struct nfq_packet *pkt, const struct nfq_tuple *t, uint64_t now)
 {
 	struct early *e, *room;
 
@@ -803,13 +813,36 @@ early_keep(struct gw *gw, const struct nfq_flow_key *k,
 		e->acked = false;
 		e->rst = false;
 		e->ms = now;
+		e->has_gseq = pkt->has_gseq;
+		e->gseq = pkt->gseq;
 	}
 	if (t->tcp_flags & TH_RST)
 		e->rst = true;
 	else if (!e->acked || (int32_t)(t->tcp_ack - e->ack) > 0) {
 		e->ack = t->tcp_ack;
 		e->acked = true;
+		e->has_gseq = pkt->has_gseq;
+		e->gseq = pkt->gseq;
 	}
+}
+
+/*
+ * Whether a copy logged as gseq (has: whether it was numbered) came after
+ * h's connection began. A server's packet logged before is an older
+ * connection's on the 5-tuple; its ACK proves nothing here, however well
+ * it fits: the sandbox picks its ISN, and one chosen so that its hello
+ * ends where the older connection's ACK points had that ACK taken for the
+ * proof of a hello the server never took (found by review, 2026-12-03;
+ * adversarial 29). A hold made by a queued SYN began after every copy
+ * read by then (its SYN had not gone on: gw_inspect_start reads them all
+ * first); one made by a SYN's copy, after that copy.
+ */
+static bool
+copy_after(const struct hold *h, bool has, uint32_t gseq)
+{
+	if (!h->since_known)
+		return true;	/* no copy read before it: none to mistake */
+	return has && (int32_t)(gseq - h->since_gseq) > 0;
 }
 
 /* h, a hello the kernel let out, has just begun to wait for its proof
@@ -822,8 +855,12 @@ early_take(struct gw *gw, struct hold *h, uint64_t now)
 
 	if (e == NULL)
 		return false;
-	ack = e->ack;
 	e->ms = 0;
+	if (!copy_after(h, e->has_gseq, e->gseq)) {
+		gw->copies_older++;
+		return false;
+	}
+	ack = e->ack;
 	if (e->rst) {
 		/* nothing more to wait for (as verify_reply) */
 		gw->early_used++;
@@ -1297,6 +1334,13 @@ gw_inspect_start(struct gw *gw, struct gw_sandbox *sb,
 	h->used = true;
 	sb->holds++;
 	h->kind = kind == GW_INSPECT_TLS ? HOLD_TLS : HOLD_HTTP;
+	if (pkt->copy) {
+		h->since_known = pkt->has_gseq;
+		h->since_gseq = pkt->gseq;
+	} else {
+		h->since_known = gw->copy_gseq_any;
+		h->since_gseq = gw->copy_gseq;
+	}
 	h->stale = (pkt->mark & GW_MARK_MASK) == GW_MARK_STALE;
 	if (h->stale)
 		gw->stale_syns++;
@@ -1474,6 +1518,14 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 	    t->sport);
 	if (t->proto == IPPROTO_TCP)
 		h = hold_find(gw->holds, &key);
+	/* a copy logged before the hold's connection began (one put off
+	 * while an older connection's hold was there, say): that older
+	 * connection's, with nothing to say about this one (copy_after) */
+	if (h != NULL && pkt->copy && !copy_after(h, pkt->has_gseq,
+	    pkt->gseq)) {
+		gw->copies_older++;
+		return;
+	}
 	if (h != NULL && gw->ksni_rules && h->kind == HOLD_TLS &&
 	    !h->verifying && !h->stale && !settling) {
 		/*
@@ -1509,14 +1561,14 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		} else {
 			/* no room: kept for its hello's copy instead */
 			gw->later_full++;
-			early_keep(gw, &key, t, now);
+			early_keep(gw, &key, pkt, t, now);
 			return;
 		}
 	}
 	if (h == NULL) {
 		if (pkt->copy) {
 			if (gw->ksni_rules)	/* on_proof: TCP */
-				early_keep(gw, &key, t, now);
+				early_keep(gw, &key, pkt, t, now);
 			return;
 		}
 		fl = nfq_flows_lookup(gw->flows, &key, now);
@@ -1595,6 +1647,7 @@ on_proof(void *arg, const struct nfq_packet *pkt)
 	struct gw *gw = arg;
 	struct nfq_tuple t;
 
+	gw_copy_seen(gw, pkt);
 	if (nfq_packet_parse_head(pkt->payload, pkt->len, &t) !=
 	    NFQ_PARSE_OK || t.proto != IPPROTO_TCP)
 		return 0;

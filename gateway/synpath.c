@@ -326,6 +326,7 @@ on_copy(void *arg, const struct nfq_packet *pkt)
 	struct gw *gw = arg;
 	struct nfq_tuple t;
 
+	gw_copy_seen(gw, pkt);
 	/* what the set lets through is copied, a SYN without bytes; and
 	 * what the kernel-SNI program lets through, a first flight with
 	 * its ACK; anything else has nothing to start (and was not

@@ -445,6 +445,7 @@ nfq_nflog_open(uint16_t group, uint32_t range, char *err, size_t errlen)
 	struct nfulnl_msg_config_cmd cmd;
 	struct nfulnl_msg_config_mode mode;
 	uint32_t thresh = htonl(1);
+	uint16_t flags = htons(NFULNL_CFG_F_SEQ_GLOBAL);
 	int rcvbuf = NFLOG_RCVBUF;
 	struct timeval tv = { 2, 0 };
 
@@ -476,9 +477,14 @@ nfq_nflog_open(uint16_t group, uint32_t range, char *err, size_t errlen)
 	memset(&mode, 0, sizeof(mode));
 	mode.copy_mode = NFULNL_COPY_PACKET;
 	mode.copy_range = htonl(range);
+	/* each copy numbered in the order the kernel logged it, across
+	 * groups: a server's packet logged before a SYN is no answer to it
+	 * (inspect.c) */
 	if (nflog_config(l, group, &mode, NFULA_CFG_MODE, sizeof(mode)) == -1 ||
 	    nflog_config(l, group, &thresh, NFULA_CFG_QTHRESH,
-	    sizeof(thresh)) == -1) {
+	    sizeof(thresh)) == -1 ||
+	    nflog_config(l, group, &flags, NFULA_CFG_FLAGS,
+	    sizeof(flags)) == -1) {
 		snprintf(err, errlen, "nflog %u: config: %s", group,
 		    strerror(errno));
 		goto fail;
@@ -525,7 +531,9 @@ nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
 	    (tb[NFULA_IFINDEX_OUTDEV] != NULL &&
 	    mnl_attr_get_payload_len(tb[NFULA_IFINDEX_OUTDEV]) < 4) ||
 	    (tb[NFULA_MARK] != NULL &&
-	    mnl_attr_get_payload_len(tb[NFULA_MARK]) < 4)) {
+	    mnl_attr_get_payload_len(tb[NFULA_MARK]) < 4) ||
+	    (tb[NFULA_SEQ_GLOBAL] != NULL &&
+	    mnl_attr_get_payload_len(tb[NFULA_SEQ_GLOBAL]) < 4)) {
 		l->stats.bad_messages++;
 		return MNL_CB_OK;
 	}
@@ -537,6 +545,10 @@ nflog_packet_cb(const struct nlmsghdr *nlh, void *data)
 		pkt.outdev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_OUTDEV]));
 	if (tb[NFULA_MARK] != NULL)
 		pkt.mark = ntohl(mnl_attr_get_u32(tb[NFULA_MARK]));
+	if (tb[NFULA_SEQ_GLOBAL] != NULL) {
+		pkt.gseq = ntohl(mnl_attr_get_u32(tb[NFULA_SEQ_GLOBAL]));
+		pkt.has_gseq = true;
+	}
 	pkt.payload = mnl_attr_get_payload(tb[NFULA_PAYLOAD]);
 	pkt.len = mnl_attr_get_payload_len(tb[NFULA_PAYLOAD]);
 	l->stats.packets++;

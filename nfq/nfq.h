@@ -22,6 +22,11 @@ struct nfq_packet {
 	size_t		 len;
 	bool		 copy;		/* an NFLOG copy: already accepted,
 					 * no id, no verdict (fastsyn.c) */
+	bool		 has_gseq;	/* a copy: gseq is set */
+	uint32_t	 gseq;		/* a copy: the order the kernel
+					 * logged it in, one count for every
+					 * group of the namespace
+					 * (NFULA_SEQ_GLOBAL) */
 };
 
 /*

@@ -302,6 +302,17 @@ ruleset_load(struct gw *gw, bool extras, bool ksni, char *err, size_t errlen)
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "-A FORWARD -i " GW_UPLINK_IF " -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    "%s"
+	    /* an ICMP error from a sandbox is RELATED to whichever
+	     * connection the packet it quotes belongs to: conntrack checks
+	     * the outer destination, never the outer source (a router on
+	     * the way may send errors), and the connection's mark, restored
+	     * above, is another sandbox's allow. So a sandbox could send
+	     * its bytes to that connection's server, or through NAT's
+	     * reverse translation into that sandbox, without a decision or
+	     * a row (found by review, 2026-12-03; adversarial 36). A
+	     * sandbox has no error of its own to send that matters (its
+	     * veth drops what is too big without one): none passes */
+	    "-A sluice-sandbox -p icmp -m conntrack --ctstate RELATED -j DROP\n"
 	    "-A sluice-sandbox -m mark --mark 0x%x/0x%x -j ACCEPT\n"
 	    /* a denied inspected flow keeps its deny mark: all it sends
 	     * next is reset too (a denied new flow does not: the reset's

@@ -477,16 +477,46 @@ log_policy(struct gw *gw, const struct gw_sandbox *sb)
  * Deleting the sandbox later removes the name only: the namespace lives
  * on with whatever holds it.
  */
+static bool
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
 static int
 attach_netns(struct gw *gw, const char *name, const char *attach,
     const char *nameserver, char *err, size_t errlen)
 {
 	struct statfs sfs;
-	struct stat st, gst, hst;
-	int fd, type, saved;
+	struct stat st, gst, hst, ust;
+	char path[PATH_MAX], self[64];
+	int pfd, fd, type, saved;
 
-	if ((fd = open(attach, O_RDONLY | O_CLOEXEC)) == -1) {
+	/*
+	 * Looked at first without opening it (O_PATH): an open of a FIFO
+	 * waits for a writer, of a device may do something, and this runs
+	 * on the event loop, under the lock every verdict takes (found by
+	 * review, 2026-12-03: a FIFO stopped all verdicts, DNS and the
+	 * control socket until someone wrote to it). Only a namespace file
+	 * is opened, through the descriptor, so it is the one looked at.
+	 */
+	if ((pfd = open(attach, O_PATH | O_CLOEXEC)) == -1) {
 		snprintf(err, errlen, "%s: %s", attach, strerror(errno));
+		errno = EINVAL;
+		return -1;
+	}
+	if (fstatfs(pfd, &sfs) == -1 || sfs.f_type != NSFS_MAGIC) {
+		snprintf(err, errlen, "%s: not a network namespace", attach);
+		close(pfd);
+		errno = EINVAL;
+		return -1;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC);
+	saved = errno;
+	close(pfd);
+	if (fd == -1) {
+		snprintf(err, errlen, "%s: %s", attach, strerror(saved));
 		errno = EINVAL;
 		return -1;
 	}
@@ -498,12 +528,18 @@ attach_netns(struct gw *gw, const char *name, const char *attach,
 		errno = EINVAL;
 		return -1;
 	}
-	/* never the gateway's own namespace, nor the host's */
-	if ((fstat(gw->gw_nsfd, &gst) == 0 && gst.st_ino == st.st_ino &&
-	    gst.st_dev == st.st_dev) || (fstat(gw->host_nsfd, &hst) == 0 &&
-	    hst.st_ino == st.st_ino && hst.st_dev == st.st_dev)) {
-		snprintf(err, errlen, "%s: the gateway's or the host's own "
-		    "namespace cannot be a sandbox", attach);
+	/* never the gateway's own namespace, nor the host's, nor the
+	 * uplink's (--uplink-netns: it would be routed through a sandbox's
+	 * policy; found by review, 2026-12-03) */
+	if (gw->cfg.uplink_netns != NULL)
+		snprintf(path, sizeof(path), "/run/netns/%s",
+		    gw->cfg.uplink_netns);
+	if ((fstat(gw->gw_nsfd, &gst) == 0 && same_file(&gst, &st)) ||
+	    (fstat(gw->host_nsfd, &hst) == 0 && same_file(&hst, &st)) ||
+	    (gw->cfg.uplink_netns != NULL && stat(path, &ust) == 0 &&
+	    same_file(&ust, &st))) {
+		snprintf(err, errlen, "%s: the gateway's, the uplink's or the "
+		    "host's own namespace cannot be a sandbox", attach);
 		close(fd);
 		errno = EINVAL;
 		return -1;

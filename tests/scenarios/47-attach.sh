@@ -39,7 +39,24 @@ tb_sluice sandbox add "${P}-bad" --netns /etc/hostname --policy "$TB_DIR/policy.
 tb_assert_eq "$?" 1 "a file that is no namespace is refused"
 tb_sluice sandbox add "${P}-bad" --netns relative/path --policy "$TB_DIR/policy.json" >/dev/null 2>&1
 tb_assert_eq "$?" 1 "a relative path is refused"
-tb_check "nothing was left of the refused ones" [ ! -e "/run/netns/${P}-bad" ]
+# the uplink's namespace too (its traffic would go through a sandbox's
+# policy), by name and by a process in it (found by review, 2026-12-03)
+tb_sluice sandbox add "${P}-bad" --netns "/run/netns/$TB_NETNS_INET" --policy "$TB_DIR/policy.json" >/dev/null 2>&1
+tb_assert_eq "$?" 1 "the uplink's namespace is refused"
+dpid=$(cat "$TB_DIR/dnsmasq.pid" 2>/dev/null)
+if [ -n "$dpid" ]; then
+	tb_sluice sandbox add "${P}-bad" --netns "/proc/$dpid/ns/net" --policy "$TB_DIR/policy.json" >/dev/null 2>&1
+	tb_assert_eq "$?" 1 "the uplink's namespace through /proc/PID/ns/net is refused"
+fi
+tb_check "the uplink namespace got no eth0" bash -c "! ip -n '$TB_NETNS_INET' link show eth0 >/dev/null 2>&1"
+# a FIFO is refused at once: an open of it would wait for a writer, with
+# every verdict waiting too (found by review, 2026-12-03)
+mkfifo "$TB_DIR/fifo"
+timeout 5 "$SLUICE" -s "$TB_DIR/ctl.sock" sandbox add "${P}-fifo" --netns "$TB_DIR/fifo" \
+    --policy "$TB_DIR/policy.json" >/dev/null 2>&1
+tb_assert_eq "$?" 1 "a FIFO is refused, without waiting for a writer"
+tb_check "and sluiced answers at once" timeout 2 "$SLUICE" -s "$TB_DIR/ctl.sock" status
+tb_check "nothing was left of the refused ones" [ ! -e "/run/netns/${P}-bad" -a ! -e "/run/netns/${P}-fifo" ]
 
 tb_check "sandbox del" tb_sluice sandbox del "${P}-ext"
 tb_check "the process lives on" kill -0 "$holder"

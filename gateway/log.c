@@ -23,12 +23,25 @@ log_init(const char *ident, bool foreground, bool verbose)
 		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
+/* Control characters become '?': a message quotes what clients sent (a
+ * sandbox's name, a policy's origin), and a newline in one made a line of
+ * its own in the journal, one that could say anything (found by review,
+ * 2026-12-03). */
+static void
+clean(char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 static void
 vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 {
 	char msg[1024];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	clean(msg);
 	if (log_fg) {
 		if (suffix)
 			fprintf(stderr, "%s: %s: %s\n", log_ident, msg, suffix);

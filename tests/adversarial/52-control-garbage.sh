@@ -270,4 +270,15 @@ r=$(setpriv --reuid nobody --regid nogroup --groups 0 env SOCK="$SOCK" \
 echo "nobody with the socket's group as a supplementary group -> $r"
 tb_assert_match "$r" "^ok " "a supplementary member of the socket's group is accepted"
 healthy "a group member's request"
+
+# Newlines in what a request names (a sandbox, a policy's origin) reach
+# the log as '?': they made lines of the client's choosing in the journal
+# (found by review, 2026-12-03).
+ctl raw 'b"{\"cmd\":\"policy.set\",\"name\":\"x\\nsluiced: sandbox prod-db deleted\\nsluiced: z\",\"policy\":\"{}\"}\n"' >/dev/null
+ctl raw 'b"{\"cmd\":\"sandbox.add\",\"name\":\"ok1\",\"origin\":\"p\\nsluiced: sandbox prod-web added\\nq\",\"policy\":\"{\\\"x\\\":1}\"}\n"' >/dev/null
+sleep 0.3
+tail -n 4 "$TB_DIR/sluiced.log"
+tb_check "no forged line in the log" bash -c "! grep -Eqx 'sluiced: sandbox (prod-db deleted|prod-web added)' '$TB_DIR/sluiced.log'"
+tb_check "the names are logged with '?' for the newlines" grep -q 'x?sluiced: sandbox prod-db deleted?sluiced: z' "$TB_DIR/sluiced.log"
+healthy "requests with newlines in their names"
 tb_done

@@ -9,7 +9,7 @@ libnetfilter-queue-dev libmnl-dev libsqlite3-dev libjansson-dev libssl-dev libcm
 libndpi-dev libpcap-dev
 iptables nftables iproute2 conntrack sqlite3
 nginx-light dnsmasq-base openssl curl netcat-openbsd socat python3 procps
-bind9-dnsutils iputils-ping tcpdump
+bind9-dnsutils iputils-ping tcpdump strace
 libclang-rt-14-dev
 iperf3 wrk dnsperf tinyproxy squid
 systemd man-db"

@@ -175,7 +175,7 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
 	char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8];
 	char ip[INET_ADDRSTRLEN];
 	json_t *o;
-	int rc = -1;
+	int rc = -1, fd = -1, dfd;
 
 	snprintf(dir, sizeof(dir), "%s/sandboxes", gw->cfg.state_dir);
 	if (mkdirs(dir, 0700) == -1) {
@@ -192,13 +192,28 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	/* write, fsync and rename: a crash leaves the old state or the new */
-	if (json_dump_file(o, tmp, JSON_COMPACT) == -1) {
-		snprintf(err, errlen, "%s: cannot write", tmp);
-	} else if (rename(tmp, path) == -1) {
+	/* write, fsync and rename, then fsync the directory: a crash
+	 * leaves the old state or the new, never an empty file (the fsyncs
+	 * were missing: found by review, 2026-12-03) */
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0600)) == -1 || json_dumpfd(o, fd, JSON_COMPACT) == -1 ||
+	    fsync(fd) == -1) {
+		snprintf(err, errlen, "%s: cannot write: %s", tmp,
+		    strerror(errno));
+		if (fd != -1) {
+			close(fd);
+			unlink(tmp);
+		}
+	} else if (close(fd) == -1 || rename(tmp, path) == -1) {
+		fd = -1;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		unlink(tmp);
 	} else {
+		fd = -1;
+		if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+			(void)fsync(dfd);
+			close(dfd);
+		}
 		rc = 0;
 	}
 	json_decref(o);
@@ -928,6 +943,8 @@ gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen)
 		    "name", &name, "slot", &slot, "created_us", &created,
 		    "policy", &text, "addr", &addr) == -1 ||
 		    !gw_sandbox_name_valid(name) || slot < 0 ||
+		    strlen(name) != nl - 5 ||
+		    strncmp(name, de->d_name, nl - 5) != 0 ||
 		    slot >= gw->pool_slots || gw->slots[slot] != NULL ||
 		    gw_sandbox_by_name(gw, name) != NULL) {
 			log_warnx("%s: unusable sandbox state, ignored", path);

@@ -118,4 +118,9 @@ enum policy_name_verdict policy_match_name(const struct policy *p,
  */
 bool policy_names_port(const struct policy *p, uint16_t port);
 
+/* The longest run of taken slots in the index of allowedDomains: the most
+ * a lookup probes (for the tests: names chosen to share a hash must not
+ * share a cluster). */
+size_t policy_probe_max(const struct policy *p);
+
 #endif

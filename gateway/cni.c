@@ -592,7 +592,10 @@ sandbox_find(const struct cni_req *r, json_t **sb, struct cni_error *e)
 	int ctl_rc, found = 0;
 
 	*sb = NULL;
-	if ((req = json_pack("{s:s}", "cmd", "sandbox.list")) == NULL)
+	/* by name: the whole list of thousands would outgrow a reply (an
+	 * older sluiced sends the whole list, searched below all the same) */
+	if ((req = json_pack("{s:s, s:s}", "cmd", "sandbox.list", "name",
+	    r->name)) == NULL)
 		return cni_fail(e, CNI_ERR_FAILED, "out of memory", NULL);
 	if (call(r, req, &reply, &ctl_rc, e) == -1) {
 		json_decref(req);

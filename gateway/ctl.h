@@ -9,7 +9,7 @@
  * Requests ("cmd" selects; other members as listed):
  *   {"cmd":"sandbox.add","name":N,"policy":TEXT,"origin":FILE[,"netns":PATH]}
  *   {"cmd":"sandbox.del","name":N}
- *   {"cmd":"sandbox.list"}
+ *   {"cmd":"sandbox.list"[,"name":N]}   (with a name: that one, or none)
  *   {"cmd":"policy.set","name":N,"policy":TEXT,"origin":FILE}
  *   {"cmd":"status"}
  * TEXT is the policy file's content, FILE its name (used in error

@@ -4,7 +4,7 @@
  * 0660, the daemon checks SO_PEERCRED: uid 0 or the socket's group). One
  * request per connection: the client writes one JSON object followed by
  * "\n" (at most CTL_MSG_MAX bytes) and reads one JSON object followed by
- * "\n" back, then both close.
+ * "\n" back (at most CTL_REPLY_MAX), then both close.
  *
  * Requests ("cmd" selects; other members as listed):
  *   {"cmd":"sandbox.add","name":N,"policy":TEXT,"origin":FILE[,"netns":PATH]}
@@ -32,6 +32,10 @@
 
 #define CTL_SOCKET_DEFAULT	"/run/sluice/ctl.sock"
 #define CTL_MSG_MAX		(2 * 1024 * 1024)	/* a policy is at most 1 MiB */
+/* A reply may be longer: the list of a full pool (16,384 sandboxes of some
+ * 330 bytes) is 5.4 MB, and outgrew CTL_MSG_MAX at some 6,400 (found by
+ * review, 2026-12-03). */
+#define CTL_REPLY_MAX		(32 * 1024 * 1024)
 #define CTL_TIMEOUT_MS		10000
 
 /* CLI exit codes, a contract for scripts. */

@@ -224,7 +224,7 @@ send_all(int fd, const char *msg, size_t len, int64_t deadline)
  * Reads one reply: up to and including "\n", or to EOF. Returns the bytes
  * read (*buf malloc'd, caller frees; 0 means the daemon closed without a
  * word), -1 on timeout or error (errno set; EMSGSIZE for a reply over
- * CTL_MSG_MAX).
+ * CTL_REPLY_MAX).
  */
 static ssize_t
 recv_reply(int fd, char **buf, int64_t deadline)
@@ -237,13 +237,13 @@ recv_reply(int fd, char **buf, int64_t deadline)
 	*buf = NULL;
 	for (;;) {
 		if (len == cap) {
-			if (cap >= CTL_MSG_MAX) {
+			if (cap >= CTL_REPLY_MAX) {
 				errno = EMSGSIZE;
 				goto fail;
 			}
 			cap = cap == 0 ? REPLY_CHUNK : cap * 2;
-			if (cap > CTL_MSG_MAX)
-				cap = CTL_MSG_MAX;
+			if (cap > CTL_REPLY_MAX)
+				cap = CTL_REPLY_MAX;
 			if ((nb = realloc(b, cap)) == NULL)
 				goto fail;
 			b = nb;
@@ -332,7 +332,7 @@ ctl_client_call(const char *socket_path, const json_t *request,
 			rc = EXIT_UNREACHABLE;
 		} else if (errno == EMSGSIZE) {
 			snprintf(err, errlen, "reply from sluiced larger than "
-			    "%d bytes", CTL_MSG_MAX);
+			    "%d bytes", CTL_REPLY_MAX);
 			rc = EXIT_FAILED;
 		} else {
 			snprintf(err, errlen, "sluiced at %s: reading the "

@@ -194,6 +194,44 @@ test_call_roundtrip(void **state)
 	assert_non_null(strstr(err, "closed the connection without a reply"));
 }
 
+/* A reply longer than a request may be (the list of a full pool is some
+ * 5.4 MB): read whole, up to CTL_REPLY_MAX (it was cut at CTL_MSG_MAX, 2
+ * MiB, 6,400 sandboxes: found by review, 2026-12-03); beyond, refused. */
+static char *
+long_reply(size_t len)
+{
+	char *s = malloc(len + 1);
+	size_t head = strlen("{\"ok\":true,\"pad\":\"");
+
+	assert_non_null(s);
+	memcpy(s, "{\"ok\":true,\"pad\":\"", head);
+	memset(s + head, 'x', len - head - 3);
+	memcpy(s + len - 3, "\"}\n", 4);
+	return s;
+}
+
+static void
+test_call_long_reply(void **state)
+{
+	char request[256], err[512], *text;
+	json_t *reply;
+
+	(void)state;
+	text = long_reply(6 * 1024 * 1024);
+	assert_int_equal(exchange(text, request, sizeof(request), &reply,
+	    err, sizeof(err)), EXIT_OK);
+	assert_int_equal(strlen(json_string_value(json_object_get(reply,
+	    "pad"))), 6 * 1024 * 1024 - strlen("{\"ok\":true,\"pad\":\"") - 3);
+	json_decref(reply);
+	free(text);
+
+	text = long_reply(CTL_REPLY_MAX + 4096);
+	assert_int_equal(exchange(text, request, sizeof(request), &reply,
+	    err, sizeof(err)), EXIT_FAILED);
+	assert_non_null(strstr(err, "larger than"));
+	free(text);
+}
+
 int
 main(void)
 {
@@ -203,6 +241,7 @@ main(void)
 		cmocka_unit_test(test_reply_malformed),
 		cmocka_unit_test(test_call_unreachable),
 		cmocka_unit_test(test_call_roundtrip),
+		cmocka_unit_test(test_call_long_reply),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1950,22 +1950,28 @@ gw_inspect_approved(struct gw *gw, const struct nfq_packet *pkt,
 		return;
 	}
 	nfq_tcp_options(t->tcp_opts, t->tcp_optlen, &o);
-	if (t->l4_len > 0 && h->ts_on &&
-	    (!o.has_ts || (int32_t)(o.tsval - h->ts_max) < 0)) {
-		/* PAWS drops it at the server, as take() does here: it is
-		 * not in the stream, and the client sends it again (queued:
-		 * the connection has the verify mark now) */
-		gw->ksni_unread++;
-		return;
-	}
 	h->last_ms = now;
 	/* only the flight's first bytes, at the stream's start, in one
-	 * plain segment: anything else the server may read otherwise */
+	 * plain segment: anything else the server may read otherwise. Asked
+	 * before the timestamp below: the newest one sluiced saw may be of a
+	 * segment it holds, which the server never had, so that the server
+	 * takes what is taken here for one it drops (found by review,
+	 * 2026-12-03) */
 	if (h->kind != HOLD_TLS || h->stale || h->verifying || h->data ||
 	    h->nids > 0 || t->tcp_seq != h->reasm->base ||
 	    (t->tcp_flags & TH_URG) || o.signature || o.malformed ||
 	    t->ip_hlen > 20) {
 		overrule(gw, sb, h, GW_R_MALFORMED_TLS, NULL);
+		return;
+	}
+	if (t->l4_len > 0 && h->ts_on &&
+	    (!o.has_ts || (int32_t)(o.tsval - h->ts_max) < 0)) {
+		/* PAWS drops it at the server, as take() does here: it is
+		 * not in the stream, and the client sends it again (queued:
+		 * the connection has the verify mark now). Nothing of the
+		 * flight was held, so the newest timestamp seen is one the
+		 * server saw too (the handshake's) */
+		gw->ksni_unread++;
 		return;
 	}
 	if (o.has_ts && (int32_t)(o.tsval - h->ts_max) > 0)

@@ -69,10 +69,15 @@ deny(const struct gw_decide_ctx *ctx, enum gw_reason reason,
 	/*
 	 * Audit mode lets the flow through but never covers up a forged
 	 * source: that is an attack on the gateway's identity model, not a
-	 * policy question.
+	 * policy question. Nor a flow to another sandbox, the gateway or
+	 * the uplink's peer: no policy may allow those, and another
+	 * sandbox's isolation is not this one's policy to relax (found by
+	 * review, 2026-12-03: a sandbox in audit mode reached a listener in
+	 * an enforcing one, and the uplink's peer).
 	 */
 	if (ctx->policy != NULL && ctx->policy->mode == POLICY_AUDIT &&
-	    reason != GW_R_SPOOFED_SOURCE)
+	    reason != GW_R_SPOOFED_SOURCE &&
+	    reason != GW_R_INTERNAL_DEST)
 		out->verdict = GW_AUDIT;
 	else
 		out->verdict = GW_DENY;

@@ -146,4 +146,34 @@ tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path
 audit|host_binding_mismatch|plain.test|/kc1
 deny|host_binding_mismatch|plain.test|/kc2" \
     "binding mismatch: a row for each request, the third refused"
+
+# Audit mode relaxes this sandbox's policy, never another's isolation:
+# flows to another sandbox (here one in enforce mode, listening) and to
+# the uplink's peer stay denied (found by review, 2026-12-03: both got
+# the bytes, with audit rows). Checked at both listeners.
+cat > "$TB_DIR/audit-d.json" <<EOF
+{"sluice": {"mode": "audit"}}
+EOF
+echo '{}' > "$TB_DIR/enforce-e.json"
+tb_check "sandbox d (audit)" tb_sandbox_add d "$TB_DIR/audit-d.json"
+tb_check "sandbox e (enforce)" tb_sandbox_add e "$TB_DIR/enforce-e.json"
+addr_e=$(tb_sandbox_field e addr)
+addr_e=${addr_e%/*}
+peer=${TB_UPLINK_PEER_ADDR%/*}
+tb_in e timeout 5 nc -l -k 8080 > "$TB_DIR/e.received" 2>/dev/null &
+elisten=$!
+ip netns exec "$TB_NETNS_INET" timeout 5 nc -l -k -s "$peer" -p 2222 > "$TB_DIR/peer.received" 2>/dev/null &
+plisten=$!
+sleep 0.5
+id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
+echo "d-to-e-secret" | tb_in d nc -w 2 "$addr_e" 8080 >/dev/null 2>&1
+echo "d-to-peer-secret" | tb_in d nc -w 2 "$peer" 2222 >/dev/null 2>&1
+wait "$elisten" 2>/dev/null
+wait "$plisten" 2>/dev/null
+tb_check "the enforcing sandbox got nothing from the auditing one" bash -c "! grep -q d-to-e-secret '$TB_DIR/e.received'"
+tb_check "the uplink's peer got nothing" bash -c "! grep -q d-to-peer-secret '$TB_DIR/peer.received'"
+tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0" 2 >/dev/null
+tb_assert_eq "$(tb_sql "SELECT dst_port, verdict, reason FROM flows WHERE id > $id0 ORDER BY id")" \
+"8080|deny|internal_destination
+2222|deny|internal_destination" "both denied, in audit mode too"
 tb_done

@@ -1438,15 +1438,19 @@ bool
 policy_covers_addr(const struct policy *p, uint32_t addr)
 {
 	const struct policy_index *ix = p->index;
+	const struct policy_cidr *c;
 	uint32_t a = ntohl(addr), net;
-	size_t l, k;
+	size_t l, k, end;
 
 	for (l = 0; ix != NULL && l < ix->nlens; l++) {
 		net = a & ix->lens[l].mask;
-		k = cidr_lower_bound(ix, &ix->lens[l], net);
-		if (k < (size_t)ix->lens[l].first + ix->lens[l].count &&
-		    ix->keys[k].addr == net)
-			return true;
+		end = (size_t)ix->lens[l].first + ix->lens[l].count;
+		for (k = cidr_lower_bound(ix, &ix->lens[l], net);
+		    k < end && ix->keys[k].addr == net; k++) {
+			c = &p->cidrs[ix->keys[k].pos];
+			if (c->port_lo == 0 && c->port_hi == 65535)
+				return true;
+		}
 	}
 	return false;
 }

@@ -87,7 +87,11 @@ const struct policy_cidr *policy_match_cidr(const struct policy *p,
 
 const char *policy_mode_name(enum policy_mode mode);
 
-/* true if some allowedCidrs entry covers addr (network order), any port. */
+/* true if some allowedCidrs entry for every port (one without a port)
+ * covers addr (network order). An entry with a port does not: the DNS
+ * rebinding filter asks, and an address kept for a name is reachable on
+ * the name's ports (found by review, 2026-12-03: "10.0.0.5:5432" let a
+ * name bound to 10.0.0.5 reach it on 443 and 80). */
 bool policy_covers_addr(const struct policy *p, uint32_t addr);
 
 enum policy_name_verdict {

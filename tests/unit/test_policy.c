@@ -1024,8 +1024,10 @@ linear_covers_addr(const struct policy *p, uint32_t addr)
 {
 	size_t i;
 
+	/* an entry for every port only (policy.h) */
 	for (i = 0; i < p->ncidrs; i++)
-		if ((addr & p->cidrs[i].mask) == p->cidrs[i].addr)
+		if ((addr & p->cidrs[i].mask) == p->cidrs[i].addr &&
+		    p->cidrs[i].port_lo == 0 && p->cidrs[i].port_hi == 65535)
 			return true;
 	return false;
 }

@@ -401,7 +401,9 @@ test_dns_upstream_rcode(void **state)
 }
 
 /* The gateway's uplink address and its peer are stripped from answers
- * like the pool, unless allowedCidrs names them. */
+ * like the pool, unless allowedCidrs names them for every port: an entry
+ * with a port does not keep them (an address kept for a name is reachable
+ * on the name's ports; found by review, 2026-12-03). */
 static void
 test_dns_strip_uplink(void **state)
 {
@@ -409,7 +411,10 @@ test_dns_strip_uplink(void **state)
 	    "10.213.0.6", "198.51.100.3", NULL };
 	struct policy *p = parse("{\"network\":{\"allowedDomains\":[\"*.up.test\"]}}");
 	struct policy *named = parse("{\"network\":{\"allowedDomains\":"
-	    "[\"*.up.test\"]},\"sluice\":{\"allowedCidrs\":[\"198.51.100.0/30:80\"]}}");
+	    "[\"*.up.test\"]},\"sluice\":{\"allowedCidrs\":[\"198.51.100.0/30\"]}}");
+	struct policy *ported = parse("{\"network\":{\"allowedDomains\":"
+	    "[\"*.up.test\"]},\"sluice\":{\"allowedCidrs\":[\"198.51.100.0/30:80\","
+	    "\"10.0.0.5:5432\"]}}");
 	struct dns_response r;
 	char answers[400], stripped[200];
 
@@ -429,10 +434,30 @@ test_dns_strip_uplink(void **state)
 	filter(named, &r, answers, stripped);
 	assert_string_equal(answers, "198.51.100.2,198.51.100.1,198.51.100.3");
 	assert_string_equal(stripped, "10.213.0.6");
+	response(&r, "rebind.up.test", DNS_R_NOERROR, addrs);
+	filter(ported, &r, answers, stripped);
+	assert_string_equal(answers, "198.51.100.3");
+	assert_string_equal(stripped, "198.51.100.2,198.51.100.1,10.213.0.6");
+	/* a private address a CIDR entry allows on one port: stripped, so
+	 * the name cannot reach it on 443 */
+	{
+		static const char *const priv[] = { "10.0.0.5", NULL };
+		struct gw_decision d;
+
+		response(&r, "rebind.up.test", DNS_R_NOERROR, priv);
+		filter(ported, &r, answers, stripped);
+		assert_string_equal(answers, "");
+		assert_string_equal(stripped, "10.0.0.5");
+		decide(ported, IPPROTO_TCP, "10.213.0.2", "10.0.0.5", 443, &d);
+		assert_int_equal(d.verdict, GW_DENY);
+		decide(ported, IPPROTO_TCP, "10.213.0.2", "10.0.0.5", 5432, &d);
+		assert_int_equal(d.verdict, GW_ALLOW);
+	}
 	dns_bindings_free(bindings);
 	bindings = NULL;
 	policy_free(p);
 	policy_free(named);
+	policy_free(ported);
 }
 
 /*

@@ -365,7 +365,11 @@ cli_operands(int argc, char **argv, const struct cli *cli, const char **operand,
 void
 cli_print_json(const json_t *json)
 {
-	if (json_dumpf(json, stdout, JSON_COMPACT) == 0)
+	/* ASCII only: a row's strings are what a sandbox sent (an SNI may
+	 * hold any byte but NUL), and UTF-8 C1 controls (U+009B, CSI) went
+	 * to the operator's terminal as they came (found by review,
+	 * 2026-12-03) */
+	if (json_dumpf(json, stdout, JSON_COMPACT | JSON_ENSURE_ASCII) == 0)
 		fputc('\n', stdout);
 }
 

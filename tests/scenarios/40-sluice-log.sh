@@ -237,4 +237,18 @@ tb_assert_eq "$?" 0 "-f with nothing to print: ends soon after the pipe closes"
 # and without the daemon
 tb_sluiced_stop
 tb_assert_eq "$(log -j --last 2 | jf $F)" "$R2$nl$R3" "without sluiced"
+
+# What a sandbox sent reaches the operator's terminal escaped: an SNI with
+# U+009B (CSI, a C1 control in UTF-8) comes out of -j as \u009b, and as
+# '?' in the table (found by review, 2026-12-03: -j wrote its bytes).
+sqlite3 "$DB" "INSERT INTO flows (ts, sandbox, proto, src_ip, src_port, dst_ip,
+    dst_port, verdict, reason, sni) VALUES ($(date +%s)000000, '${P}-a', 'tcp',
+    '10.213.0.2', 40000, '192.0.2.10', 443, 'deny', 'sni_not_allowed',
+    CAST(X'C29B324A6576696C' AS TEXT))"
+log -j --last 1 > "$TB_DIR/c1.out"
+tb_check "-j: no C1 control byte on the terminal" bash -c "! grep -q \$'\\xc2\\x9b' '$TB_DIR/c1.out'"
+tb_assert_match "$(cat "$TB_DIR/c1.out")" '"sni":"\\u009[bB]2Jevil"' "-j: escaped"
+log --last 1 > "$TB_DIR/c1.txt"
+tb_assert_match "$(cat "$TB_DIR/c1.txt")" '\?2Jevil' "the table: a '?' for it"
+tb_check "the table: no C1 control byte either" bash -c "! grep -q \$'\\xc2\\x9b' '$TB_DIR/c1.txt'"
 tb_done

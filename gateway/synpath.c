@@ -215,10 +215,13 @@ gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
 		 */
 		int held = gw_inspect_held_syn(gw, pkt, &t);
 
-		if (held == 1) {
-			(void)gw_inspect_start(gw, sb, pkt, &t, &d, kind, now);
+		/* (a hold that went meanwhile, its proof read by the start,
+		 * and no room for a new one: below, as any SYN refused so,
+		 * with its verdict and row; found by review, 2026-12-03: it
+		 * got neither, and stayed in the queue) */
+		if (held == 1 &&
+		    gw_inspect_start(gw, sb, pkt, &t, &d, kind, now) == 0)
 			return 0;
-		}
 		if (held == 0) {
 			if (gw_log_flow(gw, sb, &t, &d, NULL) == 0)
 				return verdict(gw, pkt, NF_ACCEPT, 0);

@@ -6,6 +6,7 @@
 
 #include "gateway/addr.h"
 #include "gateway/gw.h"
+#include "gateway/log.h"
 #include "gateway/verdict.h"
 
 /*
@@ -183,4 +184,14 @@ gw_ct_read(struct gw *gw, bool all)
 	}
 	return drained && (gw->ct_lost_ms == 0 ||
 	    now - gw->ct_lost_ms > 2 * GW_FLOW_ALLOW_TTL_MS);
+}
+
+void
+gw_log_lost_at_close(size_t n)
+{
+	if (n > 0)
+		log_warnx("the log closed with %zu record%s not written (the "
+		    "database stayed locked or unwritable for 2 s): they are "
+		    "lost, and not counted in lost_records", n,
+		    n == 1 ? "" : "s");
 }

@@ -481,6 +481,9 @@ int gw_log_flow6(struct gw *gw, const struct gw_sandbox *sb,
 /* The end of the connection conntrack reports as e, with end_state (a
  * static string): its row gets the counters. -1: the log refused it
  * (counted in denied_unlogged). */
+/* After store_close: says in sluiced's own log how many records it could
+ * not write (the database had no room for the count). */
+void gw_log_lost_at_close(size_t n);
 int gw_log_flow_end(struct gw *gw, const struct nfq_ct_end *e,
     const char *end_state);
 /* The flow-table key of sb's side of the connection e (TCP). */

@@ -540,7 +540,7 @@ gw_service_drop(struct gw *gw, char *err, size_t errlen)
 	 * logs); start it again from this thread, so that it inherits the
 	 * reduced sets. Closing flushes what setup queued.
 	 */
-	store_close(gw->store);
+	gw_log_lost_at_close(store_close(gw->store));
 	if ((gw->store = store_open(gw->cfg.db, &sopts, serr,
 	    sizeof(serr))) == NULL) {
 		snprintf(err, errlen, "reopening the store: %s", serr);

@@ -256,7 +256,7 @@ main(int argc, char **argv)
 		if ((gw.store = store_open(gw.cfg.db, NULL, err, sizeof(err))) == NULL)
 			log_warnx("%s (teardown not logged)", err);
 		rc = teardown(&gw);
-		store_close(gw.store);
+		gw_log_lost_at_close(store_close(gw.store));
 		return rc;
 	}
 
@@ -507,7 +507,7 @@ main(int argc, char **argv)
 	gw_inspect_free(&gw);
 	gw_dns_close(&gw);
 	nfq_queue_close(gw.queue);
-	store_close(gw.store);
+	gw_log_lost_at_close(store_close(gw.store));
 	nfq_flows_free(gw.flows);
 	nfq_flows_free(gw.flows6);
 	gw_sandboxes_free(&gw);

@@ -71,6 +71,8 @@ struct store {
 	unsigned		 flush_ms;
 	uint64_t		 flush_target;	/* write now until written >= */
 	uint64_t		 flush_lost;	/* ... and lost_persisted >= */
+	bool			 kick;		/* a flush asked since the last
+						 * failed write: retry now */
 	int			 stop;
 	struct store_stats	 st;	/* depth is count, filled on read */
 	struct store_lost	 lost;	/* refused, all told */
@@ -572,6 +574,7 @@ writer_main(void *arg)
 		}
 		if (s->stop)
 			break;
+		s->kick = false;	/* a flush asked from here on counts */
 		if (purge_next(s))
 			rc = purge_step(s);
 		else {
@@ -601,9 +604,13 @@ writer_main(void *arg)
 		 */
 		backoff = backoff == 0 ? BACKOFF_FIRST_MS :
 		    backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+		/* a flush (a stop's among them) cuts the wait short: the
+		 * database may be writable again, and a stop that came in
+		 * the middle of a 2 s wait left the writer no time before it
+		 * gave up (found by review, 2026-12-03) */
 		deadline_after(&until, backoff);
-		while (!s->stop && pthread_cond_timedwait(&s->wake, &s->lock,
-		    &until) != ETIMEDOUT)
+		while (!s->stop && !s->kick && pthread_cond_timedwait(&s->wake,
+		    &s->lock, &until) != ETIMEDOUT)
 			;
 		if (s->stop)
 			break;
@@ -1036,6 +1043,7 @@ store_flush(struct store *s, unsigned timeout_ms)
 			s->flush_target = target;
 		if (s->flush_lost < lost)
 			s->flush_lost = lost;
+		s->kick = true;
 		pthread_cond_signal(&s->wake);
 	}
 	while (s->st.written < target || s->st.lost_persisted < lost)
@@ -1050,18 +1058,22 @@ store_flush(struct store *s, unsigned timeout_ms)
 	return ret;
 }
 
-void
+size_t
 store_close(struct store *s)
 {
+	size_t left;
+
 	if (s == NULL)
-		return;
+		return 0;
 	(void)store_flush(s, CLOSE_FLUSH_MS);
 	pthread_mutex_lock(&s->lock);
 	s->stop = 1;
 	pthread_cond_signal(&s->wake);
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->writer, NULL);
+	left = s->count;
 	store_free(s);
+	return left;
 }
 
 void

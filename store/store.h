@@ -190,8 +190,10 @@ void store_stats(struct store *s, struct store_stats *out);
 /* Waits until everything queued so far is committed (or timeout_ms). */
 int store_flush(struct store *s, unsigned timeout_ms);
 
-/* Flushes what it can, stops the writer, closes. NULL-safe. */
-void store_close(struct store *s);
+/* Flushes what it can (for up to 2 s), stops the writer, closes.
+ * NULL-safe. Returns the records still queued, not written: lost, with no
+ * database to count them in, so the caller says so in its own log. */
+size_t store_close(struct store *s);
 
 /* Changes store_opts.retain_days of an open store (a reload); the next
  * purge round starts as soon as the writer is idle. */

@@ -210,7 +210,7 @@ handle(struct gw *gw, json_t *req)
 		o = json_pack("{s:b, s:s, s:I, s:s, s:I, s:{s:I, s:I, s:I, s:I, "
 		    "s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, "
-		    "s:I}, "
+		    "s:I, s:I}, "
 		    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		    "s:I, s:I}}",
 		    "ok", 1, "version", SLUICE_VERSION,
@@ -239,6 +239,7 @@ handle(struct gw *gw, json_t *req)
 		    "writable", store_writable(gw->store),
 		    "db_bytes", (json_int_t)st.db_bytes,
 		    "wal_bytes", (json_int_t)st.wal_bytes,
+		    "reopened", (json_int_t)st.reopened,
 		    "dns", "queries", (json_int_t)ds.queries,
 		    "answered", (json_int_t)ds.answered,
 		    "forwarded", (json_int_t)ds.forwarded,

@@ -54,6 +54,10 @@
 struct store {
 	char			*path;	/* to open it again after SQLITE_CORRUPT */
 	struct store_db		*db;	/* the writer's; NULL until reopened */
+	atomic_uint_fast64_t	 reopens;	/* store_stats' reopened */
+	bool			 db_known;	/* db_dev, db_ino: the file it has */
+	dev_t			 db_dev;
+	ino_t			 db_ino;
 	pthread_t		 writer;
 	pthread_mutex_t		 lock;
 	pthread_cond_t		 wake;	/* writer: records, a flush, or stop */
@@ -407,15 +411,40 @@ settle(struct store *s, bool committed, const struct store_lost *lost)
 	pthread_cond_broadcast(&s->done);
 }
 
-/* A connection to the database, with this store's settings. */
+/* A connection to the database, with this store's settings, and the file
+ * it has (db_same). */
 static struct store_db *
-db_open(const struct store *s, const char *path, char *err, size_t errlen)
+db_open(struct store *s, const char *path, char *err, size_t errlen)
 {
 	struct store_db *d;
+	struct stat st;
 
-	if ((d = store_db_open(path, err, errlen)) != NULL)
+	if ((d = store_db_open(path, err, errlen)) != NULL) {
 		store_db_wal_limit(d, s->wal_limit);
+		s->db_known = stat(path, &st) == 0;
+		s->db_dev = st.st_dev;
+		s->db_ino = st.st_ino;
+	}
 	return d;
+}
+
+/*
+ * Whether the path still names the file the connection has. Removed or
+ * replaced under it (a cleanup, a rotation by hand), the connection went
+ * on committing into a file no one could read again, writable all along,
+ * with every row from then on gone at the stop (found by review,
+ * 2026-12-03). Asked before each transaction; then a new file at the path
+ * takes the rows, as at a first start.
+ */
+static bool
+db_same(const struct store *s)
+{
+	struct stat st;
+
+	if (!s->db_known)
+		return true;
+	return stat(s->path, &st) == 0 && st.st_dev == s->db_dev &&
+	    st.st_ino == s->db_ino;
 }
 
 /*
@@ -428,6 +457,11 @@ writer_db(struct store *s)
 {
 	char err[256];
 
+	if (s->db != NULL && !db_same(s)) {
+		store_db_close(s->db);
+		s->db = NULL;
+		atomic_fetch_add(&s->reopens, 1);
+	}
 	if (s->db == NULL)
 		s->db = db_open(s, s->path, err, sizeof(err));
 	return s->db;
@@ -1015,6 +1049,7 @@ store_stats(struct store *s, struct store_stats *out)
 	*out = s->st;
 	out->depth = s->count;
 	out->depth_bytes = s->used;
+	out->reopened = atomic_load(&s->reopens);
 	out->capacity = s->cap;
 	out->capacity_bytes = s->bytes;
 	pthread_mutex_unlock(&s->lock);

@@ -76,6 +76,9 @@ struct store_stats {
 	uint64_t	lost_persisted;	/* refusals (any reason) counted in
 					 * lost_records so far */
 	uint64_t	purged;		/* rows deleted by retention */
+	uint64_t	reopened;	/* times the file at the path was found
+					 * removed or replaced, and a new one
+					 * opened there */
 	int64_t		db_bytes;	/* the database file's size now */
 	int64_t		wal_bytes;	/* its -wal file's (0: none) */
 };

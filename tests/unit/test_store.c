@@ -1356,6 +1356,41 @@ test_close_after_failures(void **state)
 	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), n);
 }
 
+/*
+ * The database removed under a running store (a cleanup, a rotation by
+ * hand): the next transaction goes to a new file at the path. It went on
+ * into the removed one, writable all along, every row from then on lost
+ * (found by review, 2026-12-03).
+ */
+static void
+test_db_removed(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_flow f;
+	struct store_stats st;
+	struct store *s;
+	char p[PATH_MAX + 8];
+
+	s = open_ok(fx->path, NULL);
+	make_flow(&f, 1, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	assert_int_equal(unlink(fx->path), 0);
+	snprintf(p, sizeof(p), "%s-wal", fx->path);
+	(void)unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", fx->path);
+	(void)unlink(p);
+	make_flow(&f, 2, 443);
+	assert_int_equal(store_put_flow(s, &f), 0);
+	assert_int_equal(store_flush(s, 5000), 0);
+	store_stats(s, &st);
+	assert_int_equal(st.reopened, 1);
+	assert_int_equal(store_close(s), 0);
+	/* the new file has the row written after the removal */
+	assert_int_equal(path_count(fx->path, "SELECT count(*) FROM flows"), 1);
+	assert_int_equal(path_count(fx->path, "SELECT min(ts) FROM flows"), 2);
+}
+
 static void
 wait_written(struct store *s, uint64_t n)
 {
@@ -4106,6 +4141,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_queue_full_then_recovers,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_removed, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_close_after_failures,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_while_locked, setup,

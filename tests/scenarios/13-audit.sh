@@ -58,22 +58,30 @@ EOF
 tb_check "sandbox add b (audit)" tb_sandbox_add b "$TB_DIR/audit-b.json"
 tb_in b dig +short b.test >/dev/null
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
-tb_in b "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_DIR/go" > "$TB_DIR/ka.out" 2>&1 <<'EOF' &
+# keepalive.py ADDR GO HOST PREFIX WHAT: three requests on one kept-alive
+# connection, the third once the file GO exists; prints each one's body
+# or status (WHAT), or the error that ended the connection, joined by |
+cat > "$TB_DIR/keepalive.py" <<'EOF'
 import http.client, os, sys, time
-c = http.client.HTTPConnection(sys.argv[1], 80, timeout=3)
+addr, go, host, prefix, what = sys.argv[1:6]
+c = http.client.HTTPConnection(addr, 80, timeout=3)
 res = []
 for i in range(3):
     if i == 2:
-        while not os.path.exists(sys.argv[2]):
+        while not os.path.exists(go):
             time.sleep(0.05)
     try:
-        c.request("GET", "/ka%d" % i, headers={"Host": "a.test"})
-        res.append(c.getresponse().read().decode().strip())
+        c.request("GET", "/%s%d" % (prefix, i), headers={"Host": host})
+        r = c.getresponse()
+        body = r.read().decode().strip()
+        res.append(body if what == "body" else str(r.status))
     except (ConnectionError, http.client.HTTPException, OSError) as e:
         res.append(type(e).__name__)
         break
 print("|".join(res))
 EOF
+tb_in b "$TB_PY" "$TB_DIR/keepalive.py" "$TB_ADDR_HTTPS" "$TB_DIR/go" a.test ka body \
+    > "$TB_DIR/ka.out" 2>&1 &
 ka=$!
 sleep 1		# the first two requests answered (nginx keeps it 5 s)
 tb_check "b to enforce" tb_sluice policy set "${P}-b" "$TB_DIR/enforce-b.json"
@@ -110,24 +118,8 @@ tb_check "sandbox add c (audit)" tb_sandbox_add c "$TB_DIR/audit-c.json"
 tb_in c dig +short a.test >/dev/null
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
 rm -f "$TB_DIR/go"
-tb_in c "$TB_PY" - "$TB_ADDR_HTTPS" "$TB_DIR/go" > "$TB_DIR/kc.out" 2>&1 <<'EOF' &
-import http.client, os, sys, time
-c = http.client.HTTPConnection(sys.argv[1], 80, timeout=3)
-res = []
-for i in range(3):
-    if i == 2:
-        while not os.path.exists(sys.argv[2]):
-            time.sleep(0.05)
-    try:
-        c.request("GET", "/kc%d" % i, headers={"Host": "plain.test"})
-        r = c.getresponse()
-        r.read()
-        res.append(str(r.status))
-    except (ConnectionError, http.client.HTTPException, OSError) as e:
-        res.append(type(e).__name__)
-        break
-print("|".join(res))
-EOF
+tb_in c "$TB_PY" "$TB_DIR/keepalive.py" "$TB_ADDR_HTTPS" "$TB_DIR/go" plain.test kc status \
+    > "$TB_DIR/kc.out" 2>&1 &
 kc=$!
 sleep 1
 tb_check "c to enforce" tb_sluice policy set "${P}-c" "$TB_DIR/enforce-c.json"

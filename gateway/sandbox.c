@@ -485,6 +485,12 @@ log_policy(struct gw *gw, const struct gw_sandbox *sb)
 		    sb->policy->sha256);
 }
 
+static bool
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
 /*
  * Gives an existing network namespace (attach: /proc/PID/ns/net, a
  * runtime's /run/netns/X, a bind-mounted file) the name /run/netns/NAME,
@@ -492,12 +498,6 @@ log_policy(struct gw *gw, const struct gw_sandbox *sb)
  * Deleting the sandbox later removes the name only: the namespace lives
  * on with whatever holds it.
  */
-static bool
-same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
-}
-
 static int
 attach_netns(struct gw *gw, const char *name, const char *attach,
     const char *nameserver, char *err, size_t errlen)

@@ -5,8 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/random.h>
 
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -1067,6 +1065,7 @@ static bool
 names_index(struct name_index *ix, const struct policy_domain *list, size_t n)
 {
 	size_t i, k, norder = 0, nruns = 0, size, len;
+	struct dns_hash_key key;
 	struct name_run run;
 
 	ix->list = list;
@@ -1075,13 +1074,8 @@ names_index(struct name_index *ix, const struct policy_domain *list, size_t n)
 	ix->wild_max = 0;
 	if (n == 0)
 		return true;
-	if (getrandom(&ix->seed, sizeof(ix->seed), GRND_NONBLOCK) !=
-	    (ssize_t)sizeof(ix->seed)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ix->seed = (uint32_t)ts.tv_nsec ^ (uint32_t)(uintptr_t)ix;
-	}
+	dns_hash_key_new(&key, ix);
+	ix->seed = (uint32_t)(key.k0 ^ key.k0 >> 32);
 	if ((ix->order = calloc(n, sizeof(*ix->order))) == NULL)
 		return false;
 	for (i = 0; i < n; i++) {

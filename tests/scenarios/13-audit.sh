@@ -80,19 +80,29 @@ for i in range(3):
         break
 print("|".join(res))
 EOF
-tb_in b "$TB_PY" "$TB_DIR/keepalive.py" "$TB_ADDR_HTTPS" "$TB_DIR/go" a.test ka body \
-    > "$TB_DIR/ka.out" 2>&1 &
-ka=$!
-sleep 1		# the first two requests answered (nginx keeps it 5 s)
-tb_check "b to enforce" tb_sluice policy set "${P}-b" "$TB_DIR/enforce-b.json"
-touch "$TB_DIR/go"
-wait "$ka"
-tb_assert_match "$(cat "$TB_DIR/ka.out")" \
+# switch_round SANDBOX HOST PREFIX WHAT ENFORCE OUT WHY: keepalive.py in
+# sandbox SANDBOX (audit mode), the switch to ENFORCE after its first two
+# requests, then its third; what it printed must match OUT, and nginx
+# must have served the first two and never seen the third
+switch_round() {
+	local pid
+	rm -f "$TB_DIR/go"
+	tb_in "$1" "$TB_PY" "$TB_DIR/keepalive.py" "$TB_ADDR_HTTPS" "$TB_DIR/go" "$2" "$3" "$4" \
+	    > "$TB_DIR/$3.out" 2>&1 &
+	pid=$!
+	sleep 1		# the first two requests answered (nginx keeps it 5 s)
+	tb_check "$1 to enforce" tb_sluice policy set "${P}-$1" "$5"
+	touch "$TB_DIR/go"
+	wait "$pid"
+	tb_assert_match "$(cat "$TB_DIR/$3.out")" "$6" \
+	    "$7: two requests audited and served, the third (after enforce) refused"
+	sleep 0.3
+	tb_assert_eq "$(grep -c "\"GET /$3[01]" "$TB_DIR/nginx.access.log")" 2 "$7: nginx served the two audited requests"
+	tb_assert_eq "$(grep -c "\"GET /${3}2" "$TB_DIR/nginx.access.log")" 0 "$7: and never saw the third"
+}
+switch_round b a.test ka body "$TB_DIR/enforce-b.json" \
     "^hello from a.test on port 80\|hello from a.test on port 80\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
-    "keep-alive: two requests audited and served, the third (after enforce) refused"
-sleep 0.3
-tb_assert_eq "$(grep -c '"GET /ka[01]' "$TB_DIR/nginx.access.log")" 2 "nginx served the two audited requests"
-tb_assert_eq "$(grep -c '"GET /ka2' "$TB_DIR/nginx.access.log")" 0 "and never saw the third"
+    "keep-alive"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND end_state = 'revoked'" 1 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path, ifnull(end_state, '-')
     FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \
@@ -117,20 +127,9 @@ EOF
 tb_check "sandbox add c (audit)" tb_sandbox_add c "$TB_DIR/audit-c.json"
 tb_in c dig +short a.test >/dev/null
 id0=$(tb_sql "SELECT coalesce(max(id), 0) FROM flows")
-rm -f "$TB_DIR/go"
-tb_in c "$TB_PY" "$TB_DIR/keepalive.py" "$TB_ADDR_HTTPS" "$TB_DIR/go" plain.test kc status \
-    > "$TB_DIR/kc.out" 2>&1 &
-kc=$!
-sleep 1
-tb_check "c to enforce" tb_sluice policy set "${P}-c" "$TB_DIR/enforce-c.json"
-touch "$TB_DIR/go"
-wait "$kc"
-tb_assert_match "$(cat "$TB_DIR/kc.out")" \
+switch_round c plain.test kc status "$TB_DIR/enforce-c.json" \
     "^200\|200\|(ConnectionResetError|RemoteDisconnected|BadStatusLine)$" \
-    "binding mismatch: two requests audited and served, the third (after enforce) refused"
-sleep 0.3
-tb_assert_eq "$(grep -c '"GET /kc[01]' "$TB_DIR/nginx.access.log")" 2 "nginx served the two audited requests"
-tb_assert_eq "$(grep -c '"GET /kc2' "$TB_DIR/nginx.access.log")" 0 "and never saw the third"
+    "binding mismatch"
 tb_wait_rows "SELECT count(*) FROM flows WHERE id > $id0 AND dst_port = 80" 3 >/dev/null
 tb_assert_eq "$(tb_sql "SELECT verdict, reason, http_host, http_path
     FROM flows WHERE id > $id0 AND dst_port = 80 ORDER BY id")" \

@@ -20,6 +20,7 @@ enum {
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
 	OPT_KERNEL_SYN, OPT_HTTP_IDLE, OPT_KERNEL_SNI, OPT_COPY_INTERVAL,
+	OPT_LOG_QUEUE,
 };
 
 static const struct option long_opts[] = {
@@ -40,6 +41,7 @@ static const struct option long_opts[] = {
 	{ "dns-grace",		required_argument, NULL, OPT_DNS_GRACE },
 	{ "dns-cache",		required_argument, NULL, OPT_DNS_CACHE },
 	{ "retain-days",	required_argument, NULL, OPT_RETAIN_DAYS },
+	{ "log-queue",		required_argument, NULL, OPT_LOG_QUEUE },
 	{ "capture-denied",	required_argument, NULL, OPT_CAPTURE_DENIED },
 	{ "metrics-socket",	required_argument, NULL, OPT_METRICS_SOCKET },
 	{ "metrics-listen",	required_argument, NULL, OPT_METRICS_LISTEN },
@@ -64,7 +66,7 @@ static const char usage_text[] =
 "               --uplink-addr CIDR --uplink-peer-addr CIDR] [--dns-upstream IP]...\n"
 "               [--queue-num N] [--queue-maxlen N] [--queue-balance N]\n"
 "               [--dns-ttl-min S] [--dns-ttl-max S] [--dns-grace S]\n"
-"               [--dns-cache N] [--retain-days N]\n"
+"               [--dns-cache N] [--retain-days N] [--log-queue N]\n"
 "               [--metrics-socket PATH] [--metrics-listen ADDR:PORT]\n"
 "               [--capture-denied DIR] [--limit-conn-rate N]\n"
 "               [--limit-conn-burst N] [--limit-dns-rate N]\n"
@@ -90,6 +92,9 @@ static const char usage_text[] =
 "                     all sandboxes, each still under its own policy\n"
 "                     (default 4096; 0: ask upstream every time)\n"
 "  --retain-days N    purge log rows older than N days (default 0: keep all)\n"
+"  --log-queue N      log rows held in memory for the writer, 64..1048576\n"
+"                     (default 16384); while it is full, new flows and\n"
+"                     DNS answers are refused (log_unavailable)\n"
 "  --capture-denied DIR  write denied flows' first packets to DIR/SANDBOX.pcap\n"
 "  --metrics-socket PATH  serve Prometheus metrics (HTTP GET /metrics) on a\n"
 "                     unix socket (default: none)\n"
@@ -197,6 +202,15 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 	}
 	case OPT_RETAIN_DAYS:
 		return parse_uint(name, val, 36500, &cfg->retain_days);
+	case OPT_LOG_QUEUE:
+		if (parse_uint(name, val, 1u << 20, &cfg->log_queue) == -1)
+			return -1;
+		if (cfg->log_queue < 64) {
+			fprintf(stderr, "sluiced: log-queue must be at least "
+			    "64\n");
+			return -1;
+		}
+		return 0;
 	case OPT_LIMIT_CONN_RATE:
 		return parse_uint(name, val, GW_RATE_MAX, &cfg->limit_conn_rate);
 	case OPT_LIMIT_CONN_BURST:
@@ -301,7 +315,8 @@ load_config_file(struct gw_config *cfg, const char *path)
 		    o->val == OPT_LIMIT_CONN_BURST || o->val == OPT_LIMIT_DNS_RATE ||
 		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
 		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE ||
-		    o->val == OPT_HTTP_IDLE || o->val == OPT_COPY_INTERVAL)) {
+		    o->val == OPT_HTTP_IDLE || o->val == OPT_COPY_INTERVAL ||
+		    o->val == OPT_LOG_QUEUE)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",

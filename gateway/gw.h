@@ -198,6 +198,7 @@ struct gw_config {
 	unsigned	 dns_grace;	/* seconds added to a binding's TTL */
 	unsigned	 dns_cache;	/* upstream answers kept; 0: none */
 	unsigned	 retain_days;	/* 0: keep every row */
+	unsigned	 log_queue;	/* the store's queue, rows; 0: its default */
 	const char	*capture_denied;	/* pcap directory, or NULL */
 	const char	*metrics_socket;	/* exposition on a unix socket, or NULL */
 	const char	*metrics_listen;	/* ... on ADDR:PORT in the host, or NULL */

@@ -384,6 +384,7 @@ static const struct config_key config_keys[] = {
 	STR("uplink-peer-addr", uplink_peer_addr, false),
 	UINT("queue-num", queue_num, false),
 	UINT("queue-maxlen", queue_maxlen, false),
+	UINT("log-queue", log_queue, false),
 	UINT("queue-balance", queue_balance, false),
 	BOOL("kernel-syn", kernel_syn, false),
 	BOOL("kernel-sni", kernel_sni, false),
@@ -513,7 +514,10 @@ static size_t status_sandboxes = (size_t)-1;	/* in the last STATUS= */
 int
 gw_service_drop(struct gw *gw, char *err, size_t errlen)
 {
-	struct store_opts sopts = { .retain_days = gw->cfg.retain_days };
+	struct store_opts sopts = {
+		.retain_days = gw->cfg.retain_days,
+		.queue_cap = gw->cfg.log_queue,
+	};
 	struct __user_cap_data_struct data[2];
 	char names[512], serr[1024];
 	uint64_t bnd;

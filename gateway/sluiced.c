@@ -276,6 +276,7 @@ main(int argc, char **argv)
 		fatal("signalfd");
 
 	sopts.retain_days = gw.cfg.retain_days;
+	sopts.queue_cap = gw.cfg.log_queue;
 	if ((gw.store = store_open(gw.cfg.db, &sopts, err, sizeof(err))) == NULL)
 		fatalx("%s", err);
 	gw.store_ok = true;

@@ -130,6 +130,19 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 		r->nrr = 0;
 		return;
 	}
+	/* the answer goes out before dns_done queues its row: the room
+	 * seen at dns_query may have gone while the question was upstream
+	 * (workers queue flow rows meanwhile). Checked again here, under
+	 * the same hold of gw->lock as the put, so the room cannot shrink
+	 * in between (the writer only frees it): an answer that could not
+	 * be logged is not given, and binds nothing */
+	if (!store_has_room(gw->store, 1)) {
+		n->reason = "log_unavailable";
+		n->verdict = "deny";
+		*rcode = DNS_R_SERVFAIL;
+		r->nrr = 0;
+		return;
+	}
 	/* an error is passed on without records (gw_dns_filter drops
 	 * them); one other than NXDOMAIN is the upstream failing */
 	*rcode = gw_dns_rcode(r);

@@ -189,8 +189,11 @@ flow_summary(struct gw *gw, struct gw_sandbox *sb, uint64_t n)
 	t.sport = lim->sport;
 	t.dport = lim->dport;
 	d.rule = gw_limit_rule_text(gw, lim->flow_kind, rule, sizeof(rule), n);
-	if (gw_log_flow(gw, sb, &t, &d, NULL) == -1)
+	if (gw_log_flow(gw, sb, &t, &d, NULL) == -1) {
+		/* the row stood for n attempts: each is lost */
+		store_count_refused(gw->store, true, errno, n);
 		gw->denied_unlogged++;
+	}
 }
 
 static void
@@ -219,8 +222,10 @@ dns_summary(struct gw *gw, struct gw_sandbox *sb, uint64_t n)
 	gw_limit_rule_text(gw, GW_LIMIT_DNS, d.rule, sizeof(d.rule), n);
 	snprintf(d.policy_sha256, sizeof(d.policy_sha256), "%s",
 	    sb->policy->sha256);
-	if (store_put_dns(gw->store, &d) == -1)
+	if (store_put_dns(gw->store, &d) == -1) {
+		store_count_refused(gw->store, false, errno, n);
 		gw->denied_unlogged++;
+	}
 }
 
 /* Writes sb's summaries that are due (all of them when force). */

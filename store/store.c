@@ -788,12 +788,13 @@ count_lost(struct store *s, enum store_rec_kind kind,
 }
 
 static void
-count_dropped(struct store *s, enum store_rec_kind kind, uint64_t n)
+count_n(struct store *s, enum store_rec_kind kind, enum store_lost_reason why,
+    uint64_t n)
 {
 	if (s == NULL || n == 0)
 		return;
 	pthread_mutex_lock(&s->lock);
-	s->lost.n[kind][STORE_LOST_KERNEL_DROPPED] += n;
+	s->lost.n[kind][why] += n;
 	s->lost_total += n;
 	if (s->count == 0)
 		pthread_cond_signal(&s->wake);
@@ -803,13 +804,28 @@ count_dropped(struct store *s, enum store_rec_kind kind, uint64_t n)
 void
 store_count_dns_dropped(struct store *s, uint64_t n)
 {
-	count_dropped(s, STORE_REC_DNS, n);
+	count_n(s, STORE_REC_DNS, STORE_LOST_KERNEL_DROPPED, n);
 }
 
 void
 store_count_flows_dropped(struct store *s, uint64_t n)
 {
-	count_dropped(s, STORE_REC_FLOW, n);
+	count_n(s, STORE_REC_FLOW, STORE_LOST_KERNEL_DROPPED, n);
+}
+
+void
+store_count_refused(struct store *s, bool flow, int err, uint64_t n)
+{
+	enum store_lost_reason why;
+
+	if (n < 2)
+		return;
+	switch (err) {
+	case ENOBUFS:	why = STORE_LOST_QUEUE_FULL; break;
+	case ENOMEM:	why = STORE_LOST_NO_MEMORY; break;
+	default:	why = STORE_LOST_INVALID; break;
+	}
+	count_n(s, flow ? STORE_REC_FLOW : STORE_REC_DNS, why, n - 1);
 }
 
 /* Refuses a record with errno e; counted when there is a store to count. */

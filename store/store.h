@@ -169,6 +169,14 @@ void store_count_dns_dropped(struct store *s, uint64_t n);
  */
 void store_count_flows_dropped(struct store *s, uint64_t n);
 
+/*
+ * A summary record (a rate limit's: one row standing for n attempts) was
+ * refused by store_put_flow (flow) or store_put_dns (!flow) with errno
+ * err: the refusal counted one; this counts the other n - 1 under the
+ * same reason. NULL-safe.
+ */
+void store_count_refused(struct store *s, bool flow, int err, uint64_t n);
+
 /* A sandbox was created (event "add") or deleted ("del"). */
 int store_put_sandbox(struct store *s, int64_t ts_us, const char *name,
     const char *event, const char *ifname, const char *addr);

@@ -489,6 +489,49 @@ test_force_on_close(void **state)
 	    GW_LIMIT_LOG_ROWS + 1);
 }
 
+/*
+ * A summary refused by a full queue stood for its n attempts: each is
+ * counted lost, so that rows (a summary as its n) plus lost_records still
+ * add up to every attempt not decided.
+ */
+static void
+test_summary_refused(void **state)
+{
+	struct db_fixture *f = *state;
+	struct gw *gw = &f->gw;
+	struct store_opts opts = { .queue_cap = 12 };
+	struct gw_decision d = { GW_DENY, GW_R_NOT_ALLOWLISTED, NULL, NULL,
+	    "", 0 };
+	struct nfq_tuple t = tuple(9, 9);
+	sqlite3 *lock;
+	char err[256];
+	int i;
+
+	store_close(gw->store);
+	gw->store = store_open(f->path, &opts, err, sizeof(err));
+	assert_non_null(gw->store);
+	assert_int_equal(sqlite3_open_v2(f->path, &lock,
+	    SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(lock, "BEGIN EXCLUSIVE", NULL, NULL,
+	    NULL), SQLITE_OK);
+	/* 10 decided, 10 rows, 80 counted for the summary */
+	for (i = 0; i < 100; i++)
+		(void)attempt(f, (uint16_t)(10000 + i), 5000);
+	/* the writer cannot drain the queue: fill what is left of it */
+	for (i = 0; store_has_room(gw->store, 1); i++)
+		assert_int_equal(gw_log_flow(gw, f->sb, &t, &d, NULL), 0);
+	assert_true(i > 0);
+	gw_limits_expire(gw, 6000, false);	/* the summary: refused */
+	assert_null(gw->limited);
+	assert_int_equal(sqlite3_exec(lock, "COMMIT", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(lock);
+	assert_int_equal(db_int(f, "SELECT count(*) FROM flows WHERE "
+	    "reason = 'rate_limited'"), GW_LIMIT_LOG_ROWS);
+	assert_int_equal(db_int(f, "SELECT sum(count) FROM lost_records "
+	    "WHERE kind = 'flow' AND reason = 'queue_full'"), 80);
+}
+
 int
 main(void)
 {
@@ -504,6 +547,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_flow_rows, db_setup,
 		    db_teardown),
 		cmocka_unit_test_setup_teardown(test_dns_rows, db_setup,
+		    db_teardown),
+		cmocka_unit_test_setup_teardown(test_summary_refused, db_setup,
 		    db_teardown),
 		cmocka_unit_test_setup_teardown(test_force_on_close, db_setup,
 		    db_teardown),

@@ -27,6 +27,8 @@ struct gw_metrics;
 #define GW_METRICS_POLLFDS	(2 + GW_METRICS_CLIENTS)	/* listeners too */
 #define GW_METRICS_REQ_MAX	4096	/* a request head longer is refused (431) */
 #define GW_METRICS_IO_MS	2000	/* a client gets this long, in all */
+#define GW_METRICS_RENDERS	20	/* renders a second (and at once); a
+					 * scrape beyond gets the last text */
 
 /* Verdict latency histogram: upper bounds in nanoseconds (1 µs .. 100 ms),
  * +Inf beyond. */

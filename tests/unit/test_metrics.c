@@ -948,6 +948,46 @@ test_server_slow_clients(void **state)
 	free(out);
 }
 
+/* Scrapes beyond GW_METRICS_RENDERS a second get the last text again;
+ * the next second renders anew. */
+static void
+test_server_renders_bounded(void **state)
+{
+	struct bed *b = *state;
+	char line[64], *out;
+	int fd, i, fresh = 0;
+
+	for (i = 0; i < GW_METRICS_RENDERS + 5; i++) {
+		b->gw.nsandboxes = 100 + (size_t)i;
+		fd = connect_bed(b);
+		out = exchange(b, fd, "GET /metrics HTTP/1.1\r\n\r\n", 25);
+		close(fd);
+		assert_true(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
+		snprintf(line, sizeof(line), "sluice_sandboxes %d", 100 + i);
+		if (has_line(out, line))
+			fresh++;
+		else {
+			/* the last one rendered, whole */
+			snprintf(line, sizeof(line), "sluice_sandboxes %d",
+			    100 + GW_METRICS_RENDERS - 1);
+			assert_true(has_line(out, line));
+			assert_true(has_line(out,
+			    "sluice_metrics_scrapes_repeated_total 0"));
+		}
+		free(out);
+	}
+	assert_int_equal(fresh, GW_METRICS_RENDERS);
+	/* a second later: rendered again, with the count of repeats */
+	b->now += 1000;
+	b->gw.nsandboxes = 7;
+	fd = connect_bed(b);
+	out = exchange(b, fd, "GET /metrics HTTP/1.1\r\n\r\n", 25);
+	close(fd);
+	assert_true(has_line(out, "sluice_sandboxes 7"));
+	assert_true(has_line(out, "sluice_metrics_scrapes_repeated_total 5"));
+	free(out);
+}
+
 static void
 test_server_stale_socket(void **state)
 {
@@ -979,6 +1019,8 @@ main(void)
 		cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test_setup_teardown(test_server_scrape, bed_setup,
 		    bed_teardown),
+		cmocka_unit_test_setup_teardown(test_server_renders_bounded,
+		    bed_setup, bed_teardown),
 		cmocka_unit_test_setup_teardown(test_server_errors, bed_setup,
 		    bed_teardown),
 		cmocka_unit_test_setup_teardown(test_server_slow_clients,

@@ -13,6 +13,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
+#include <linux/net_namespace.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -292,6 +293,139 @@ gw_nl_link_index(struct gw_nl *nl, const char *name, uint32_t *ifindex,
 		fail(err, errlen, what, "no answer");
 		return -1;
 	}
+	return 0;
+}
+
+struct veth_link {
+	uint32_t	ifindex;
+	uint32_t	link;		/* IFLA_LINK: the peer's ifindex */
+	int32_t		link_nsid;	/* where the peer is, seen from here */
+	bool		has_link;
+	bool		has_nsid;
+	bool		veth;
+};
+
+static int
+link_kind_cb(const struct nlattr *attr, void *data)
+{
+	struct veth_link *vl = data;
+
+	if (mnl_attr_get_type(attr) == IFLA_INFO_KIND &&
+	    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0 &&
+	    strcmp(mnl_attr_get_str(attr), "veth") == 0)
+		vl->veth = true;
+	return MNL_CB_OK;
+}
+
+static int
+veth_attr_cb(const struct nlattr *attr, void *data)
+{
+	struct veth_link *vl = data;
+
+	switch (mnl_attr_get_type(attr)) {
+	case IFLA_LINK:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) == 0) {
+			vl->link = mnl_attr_get_u32(attr);
+			vl->has_link = true;
+		}
+		break;
+	case IFLA_LINK_NETNSID:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) == 0) {
+			vl->link_nsid = (int32_t)mnl_attr_get_u32(attr);
+			vl->has_nsid = true;
+		}
+		break;
+	case IFLA_LINKINFO:
+		(void)mnl_attr_parse_nested(attr, link_kind_cb, vl);
+		break;
+	}
+	return MNL_CB_OK;
+}
+
+static int
+veth_link_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct veth_link *vl = arg;
+	const struct ifinfomsg *ifi;
+
+	if (nlh->nlmsg_type != RTM_NEWLINK ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
+		return 0;
+	ifi = mnl_nlmsg_get_payload(nlh);
+	vl->ifindex = (uint32_t)ifi->ifi_index;
+	(void)mnl_attr_parse(nlh, sizeof(*ifi), veth_attr_cb, vl);
+	return 0;
+}
+
+static int
+nsid_attr_cb(const struct nlattr *attr, void *data)
+{
+	if (mnl_attr_get_type(attr) == NETNSA_NSID &&
+	    mnl_attr_validate(attr, MNL_TYPE_U32) == 0)
+		*(int32_t *)data = (int32_t)mnl_attr_get_u32(attr);
+	return MNL_CB_OK;
+}
+
+static int
+nsid_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	if (nlh->nlmsg_type != RTM_NEWNSID ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(struct rtgenmsg))
+		return 0;
+	(void)mnl_attr_parse(nlh, sizeof(struct rtgenmsg), nsid_attr_cb, arg);
+	return 0;
+}
+
+int
+gw_nl_veth_peer(struct gw_nl *nl, const char *name, int peer_nsfd,
+    uint32_t *peer, char *err, size_t errlen)
+{
+	struct nlmsghdr *nlh;
+	struct rtgenmsg *rtg;
+	struct veth_link vl = { 0 };
+	int32_t nsid = NETNSA_NSID_NOT_ASSIGNED;
+	char what[IF_NAMESIZE + 32];
+
+	snprintf(what, sizeof(what), "peer of %s", name);
+	*peer = 0;
+	if (strlen(name) >= IF_NAMESIZE) {
+		errno = ENODEV;
+		fail(err, errlen, what, "name too long");
+		return -1;
+	}
+	nlh = req_start(nl, RTM_GETLINK, 0);
+	put_ifinfo(nlh, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+	if (transact(nl, veth_link_cb, &vl, what, err, errlen) == -1)
+		return -1;
+	if (vl.ifindex == 0) {
+		errno = ENODEV;
+		fail(err, errlen, what, "no answer");
+		return -1;
+	}
+	/* a peer in another namespace comes with that namespace's id as this
+	 * one knows it, compared with peer_nsfd's below; none assigned (-1)
+	 * matches nothing */
+	if (!vl.veth || !vl.has_nsid || vl.link_nsid < 0) {
+		errno = ENOENT;
+		fail(err, errlen, what, "not a veth into another namespace");
+		return -1;
+	}
+	nlh = req_start(nl, RTM_GETNSID, 0);
+	rtg = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtg));
+	rtg->rtgen_family = AF_UNSPEC;
+	mnl_attr_put_u32(nlh, NETNSA_FD, (uint32_t)peer_nsfd);
+	if (transact(nl, nsid_cb, &nsid, what, err, errlen) == -1)
+		return -1;
+	if (nsid != vl.link_nsid) {
+		errno = ENOENT;
+		fail(err, errlen, what, "its other end is in another namespace");
+		return -1;
+	}
+	/* IFLA_LINK is left out when it equals the interface's own index,
+	 * which the peer's, counted in its own namespace, may */
+	*peer = vl.has_link ? vl.link : vl.ifindex;
 	return 0;
 }
 

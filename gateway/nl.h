@@ -35,6 +35,14 @@ int gw_nl_veth_add(struct gw_nl *nl, const char *name, const char *peer,
 int gw_nl_link_index(struct gw_nl *nl, const char *name, uint32_t *ifindex,
     char *err, size_t errlen);
 
+/*
+ * The ifindex, in the namespace peer_nsfd, of the other end of the veth
+ * called name here. -1 with ENODEV if no interface is called name, with
+ * ENOENT if it is not a veth or its other end is not in peer_nsfd.
+ */
+int gw_nl_veth_peer(struct gw_nl *nl, const char *name, int peer_nsfd,
+    uint32_t *peer, char *err, size_t errlen);
+
 /* The interface's Ethernet address, into mac; -1 with ENODEV if there is
  * no such interface, EPROTO if it has no 6-byte address. */
 #define GW_NL_MAC_LEN	6

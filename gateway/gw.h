@@ -401,6 +401,9 @@ int gw_reaper_start(struct gw *gw, char *err, size_t errlen);
  * is deleted; -1 (no reaper, its queue full): delete it in place. */
 int gw_reaper_submit(struct gw *gw, uint32_t ifindex, unsigned slot,
     const char *name);
+/* Whether the veth ifindex (in the gateway) was handed over and is not
+ * yet reported deleted: waiting, or in the thread's hands. */
+bool gw_reaper_holds(const struct gw *gw, uint32_t ifindex);
 int gw_reaper_fd(const struct gw *gw);		/* poll it; -1: none */
 void gw_reaper_collect(struct gw *gw);		/* frees the done slots */
 struct gw_reaper_stats {

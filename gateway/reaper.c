@@ -24,7 +24,11 @@
  * the thread reports the veth gone; the main loop learns that through an
  * eventfd. What waits is deleted together (delete_batch). The thread is
  * started after the privileges are dropped, so it holds only what is left
- * (CAP_NET_ADMIN is).
+ * (CAP_NET_ADMIN is). Until the thread gets to it, the veth's far end is
+ * still eth0 in the sandbox's namespace, which an attached one outlives:
+ * an add into that namespace right after the del would find its eth0
+ * taken, so it deletes that veth itself (sandbox.c, make_veth, asking
+ * gw_reaper_holds first); the job here then finds it gone, which is done.
  *
  * The slot's address goes with it, and the gateway's conntrack still
  * holds the old sandbox's connections from that address, each with the
@@ -248,6 +252,26 @@ gw_reaper_submit(struct gw *gw, uint32_t ifindex, unsigned slot,
 	pthread_cond_signal(&r->wake);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
+}
+
+bool
+gw_reaper_holds(const struct gw *gw, uint32_t ifindex)
+{
+	struct gw_reaper *r = gw->reaper;
+	bool held = false;
+	size_t i;
+
+	if (r == NULL || ifindex == 0)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < r->count && !held; i++)
+		held = r->q[(r->head + i) % REAP_MAX].ifindex == ifindex;
+	/* in hand, it may be gone already: the caller's delete then finds
+	 * no such device */
+	for (i = 0; i < r->inhand && !held; i++)
+		held = r->batch[i].ifindex == ifindex;
+	pthread_mutex_unlock(&r->lock);
+	return held;
 }
 
 int

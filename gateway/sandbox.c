@@ -331,6 +331,23 @@ err_in(char *err, size_t errlen, const char *where)
 	snprintf(err, errlen, "%s: %s", where, tmp);
 }
 
+/* A socket inside the namespace nsfd (rtnetlink acts where it was
+ * opened); the caller closes it. */
+static struct gw_nl *
+sandbox_nl(struct gw *gw, int nsfd, char *err, size_t errlen)
+{
+	struct gw_nl *nl;
+
+	if (gw_netns_enter(nsfd) == -1) {
+		snprintf(err, errlen, "setns: %s", strerror(errno));
+		return NULL;
+	}
+	nl = gw_nl_open(err, errlen);
+	if (gw_netns_enter(gw->home_nsfd) == -1)
+		fatal("setns back home");
+	return nl;
+}
+
 /* The sandbox side, over a socket opened inside its namespace: lo up,
  * eth0 addressed and up, the gateway's neighbour entry, the default route
  * via the gateway. Returns eth0's MAC address in mac. */
@@ -343,14 +360,7 @@ plumb_sandbox_side(struct gw *gw, struct gw_sandbox *sb, int nsfd,
 	uint32_t lo, eth;
 	int rc = -1;
 
-	if (gw_netns_enter(nsfd) == -1) {
-		snprintf(err, errlen, "setns: %s", strerror(errno));
-		return -1;
-	}
-	nl = gw_nl_open(err, errlen);
-	if (gw_netns_enter(gw->home_nsfd) == -1)
-		fatal("setns back home");
-	if (nl == NULL)
+	if ((nl = sandbox_nl(gw, nsfd, err, errlen)) == NULL)
 		return -1;
 	if (gw_nl_link_index(nl, "lo", &lo, err, errlen) == 0 &&
 	    gw_nl_link_up(nl, lo, err, errlen) == 0 &&

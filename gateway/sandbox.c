@@ -396,6 +396,78 @@ link_ipv6_to_queue(struct gw *gw, const char *ifname, char *err,
 }
 
 /*
+ * The eth0 in the namespace nsfd: 1 if it is the far end of a deleted
+ * sandbox's veth that the reaper has not deleted yet (its ifindex in the
+ * gateway in idx), 0 if there is no eth0, -1 with err if it is anything
+ * else (the namespace's own, a live sandbox's) or could not be looked at.
+ */
+static int
+stale_eth0(struct gw *gw, int nsfd, uint32_t *idx, char *err, size_t errlen)
+{
+	struct gw_nl *nl;
+	int rc, e;
+
+	if ((nl = sandbox_nl(gw, nsfd, err, errlen)) == NULL)
+		return -1;
+	rc = gw_nl_veth_peer(nl, GW_SB_IF, gw->gw_nsfd, idx, err, errlen);
+	e = errno;
+	gw_nl_close(nl);
+	if (rc == -1 && e == ENODEV)
+		return 0;
+	if (rc == -1 && e != ENOENT)
+		return -1;
+	/* only what was handed to the reaper: its index counts in the
+	 * gateway, where sluice alone makes veths */
+	if (rc == -1 || !gw_reaper_holds(gw, *idx)) {
+		snprintf(err, errlen, "the namespace has an %s already, which "
+		    "is no deleted sandbox's veth", GW_SB_IF);
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Creates the veth, its far end straight in nsfd as eth0. An attached
+ * namespace may still hold the eth0 of a sandbox deleted there just
+ * before (a CNI DEL then ADD, a script's del then add): its veth waits
+ * for the reaper, some tens of milliseconds, and the create fails with
+ * EEXIST. Only then is that veth deleted here, on the event loop, and the
+ * create tried once more; also when the eth0 went meanwhile. An eth0
+ * that is not such a veth is left alone and refused.
+ */
+static int
+make_veth(struct gw *gw, struct gw_nl *nl, struct gw_sandbox *sb, int nsfd,
+    char *err, size_t errlen)
+{
+	char ierr[512];
+	uint32_t idx;
+	int stale;
+
+	if (gw_nl_veth_add(nl, sb->ifname, GW_SB_IF, nsfd, err, errlen) == 0)
+		return 0;
+	if (errno != EEXIST)
+		goto fail;
+	if ((stale = stale_eth0(gw, nsfd, &idx, ierr, sizeof(ierr))) == -1) {
+		snprintf(err, errlen, "sandbox side: %s", ierr);
+		errno = EEXIST;
+		return -1;
+	}
+	if (stale == 1) {
+		/* ENODEV: the reaper was quicker */
+		if (gw_nl_link_del(nl, idx, err, errlen) == -1 &&
+		    errno != ENODEV)
+			goto fail;
+		log_debug("sandbox %s: the old %s in its namespace deleted "
+		    "before the reaper got to it", sb->name, GW_SB_IF);
+	}
+	if (gw_nl_veth_add(nl, sb->ifname, GW_SB_IF, nsfd, err, errlen) == 0)
+		return 0;
+fail:
+	err_in(err, errlen, "gateway side");
+	return -1;
+}
+
+/*
  * Builds the sandbox's veth into the namespace nsfd, in-process over
  * rtnetlink: the peer is created straight inside the sandbox's namespace
  * as eth0, so nothing is renamed or moved, and no program runs. The cost
@@ -417,8 +489,9 @@ plumb(struct gw *gw, struct gw_sandbox *sb, int nsfd, char *err,
 
 	if ((nl = gateway_nl(gw, err, errlen)) == NULL)
 		return -1;
-	if (gw_nl_veth_add(nl, sb->ifname, GW_SB_IF, nsfd, err, errlen) == -1 ||
-	    gw_nl_link_index(nl, sb->ifname, &sb->ifindex, err, errlen) == -1 ||
+	if (make_veth(gw, nl, sb, nsfd, err, errlen) == -1)
+		return -1;
+	if (gw_nl_link_index(nl, sb->ifname, &sb->ifindex, err, errlen) == -1 ||
 	    gw_nl_link_mac(nl, sb->ifindex, gwmac, err, errlen) == -1 ||
 	    gw_nl_link_set_alias(nl, sb->ifindex, sb->name, err, errlen) == -1 ||
 	    link_ipv6_to_queue(gw, sb->ifname, err, errlen) == -1 ||

@@ -9,7 +9,8 @@
 tb_init readd
 ROUNDS=${TB_ROUNDS:-30}
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
-tb_sluiced_start || { tb_fail "sluiced up"; tb_done; }
+# -v: sluiced logs when an add deletes the old veth itself
+tb_sluiced_start -v || { tb_fail "sluiced up"; tb_done; }
 
 unshare -n sleep 120 </dev/null >/dev/null 2>&1 &
 holder=$!
@@ -42,11 +43,18 @@ for i in $(seq "$ROUNDS"); do
 		    --policy "$TB_DIR/policy.json" >/dev/null 2>&1
 	fi
 done
-echo "# $fails of $ROUNDS del-then-add rounds failed"
+echo "# $fails of $ROUNDS del-then-add rounds failed;" \
+    "$(grep -c 'before the reaper got to it' "$TB_DIR/sluiced.log")" \
+    "old veths deleted by the add itself"
 tb_assert_eq "$fails" 0 "del then add at once on the same namespace, $ROUNDS times"
 
 tb_assert_eq "$(in_ns ip -o link show type veth | grep -c ': eth0@')" 1 \
     "the namespace has one eth0"
+# a live sandbox's eth0 is sluice's veth too, but no deleted one's
+err=$(tb_sluice sandbox add "${P}-twice" --netns "$ns" \
+    --policy "$TB_DIR/policy.json" 2>&1 >/dev/null)
+tb_assert_eq "$?" 1 "a second sandbox on the same namespace is refused"
+echo "# $err"
 out=$(in_ns curl -s --max-time 5 --cacert "$TB_CA" \
     --resolve "a.test:443:$TB_ADDR_HTTPS" https://a.test/)
 tb_assert_eq "$out" "hello from a.test" "the last one reaches its allowed host"
@@ -64,7 +72,8 @@ nsenter --net="$ons" ip link add eth0 type veth peer name own1
 err=$(tb_sluice sandbox add "${P}-own" --netns "$ons" \
     --policy "$TB_DIR/policy.json" 2>&1 >/dev/null)
 tb_assert_eq "$?" 1 "a namespace with an eth0 of its own is refused"
-tb_assert_match "$err" "eth0" "the error names eth0"
+echo "# $err"
+tb_assert_match "$err" "has an eth0 already" "the error says the namespace has an eth0"
 tb_check "its eth0 is left alone (its peer own1 lives)" nsenter --net="$ons" ip link show own1
 tb_check "and no name is left" [ ! -e "/run/netns/${P}-own" ]
 # the same while the reaper still holds an eth0 of sluice's elsewhere
@@ -74,6 +83,11 @@ err=$(tb_sluice sandbox add "${P}-own" --netns "$ons" \
 tb_assert_eq "$?" 1 "refused too while a veth is being deleted"
 tb_check "its eth0 is still left alone" nsenter --net="$ons" ip link show own1
 
+# the reaper finds what an add deleted gone, and counts it done: no
+# failure, no slot kept out of use
+tb_assert_eq "$(tb_wait_count 0 5 tb_status reaper.pending)" 0 "the reaper is done"
+tb_assert_eq "$(tb_status reaper.failed)" 0 "with no failure"
+tb_assert_eq "$(grep -c 'stays out of use' "$TB_DIR/sluiced.log")" 0 "and no slot lost"
 tb_check "sluiced is still up" tb_sluice sandbox list >/dev/null
 kill "$holder" "$other" 2>/dev/null
 tb_done

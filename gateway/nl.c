@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <libmnl/libmnl.h>
+#include <linux/if_addr.h>
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
 #include <linux/net_namespace.h>
@@ -657,4 +658,56 @@ gw_nl_links(struct gw_nl *nl, gw_nl_link_cb cb, void *arg, char *err,
 	put_ifinfo(nlh, 0);
 	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
 	return transact(nl, links_cb, &w, "list interfaces", err, errlen);
+}
+
+struct addrs_walk {
+	gw_nl_addr_cb	 cb;
+	void		*arg;
+};
+
+static int
+addr_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if ((type == IFA_LOCAL || type == IFA_ADDRESS) &&
+	    mnl_attr_validate(attr, MNL_TYPE_U32) == 0)
+		tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int
+addrs_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct addrs_walk *w = arg;
+	const struct nlattr *tb[IFA_MAX + 1] = { NULL };
+	const struct ifaddrmsg *ifa;
+	const struct nlattr *a;
+
+	if (nlh->nlmsg_type != RTM_NEWADDR ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifa))
+		return 0;
+	ifa = mnl_nlmsg_get_payload(nlh);
+	if (ifa->ifa_family != AF_INET)
+		return 0;
+	(void)mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb);
+	/* IFA_LOCAL is the address itself; IFA_ADDRESS is the peer's on a
+	 * point-to-point link, and the same as IFA_LOCAL elsewhere */
+	if ((a = tb[IFA_LOCAL] != NULL ? tb[IFA_LOCAL] : tb[IFA_ADDRESS]) != NULL)
+		w->cb(mnl_attr_get_u32(a), w->arg);
+	return 0;
+}
+
+int
+gw_nl_addrs(struct gw_nl *nl, gw_nl_addr_cb cb, void *arg, char *err,
+    size_t errlen)
+{
+	struct nlmsghdr *nlh = req_start(nl, RTM_GETADDR, NLM_F_DUMP);
+	struct ifaddrmsg *ifa;
+	struct addrs_walk w = { cb, arg };
+
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET;
+	return transact(nl, addrs_cb, &w, "list addresses", err, errlen);
 }

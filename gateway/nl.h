@@ -90,4 +90,12 @@ typedef void (*gw_nl_link_cb)(uint32_t ifindex, const char *name, void *arg);
 int gw_nl_links(struct gw_nl *nl, gw_nl_link_cb cb, void *arg, char *err,
     size_t errlen);
 
+/*
+ * Calls cb once per IPv4 address of the namespace (its local address, in
+ * network order), as gw_nl_links.
+ */
+typedef void (*gw_nl_addr_cb)(uint32_t addr, void *arg);
+int gw_nl_addrs(struct gw_nl *nl, gw_nl_addr_cb cb, void *arg, char *err,
+    size_t errlen);
+
 #endif

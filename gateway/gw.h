@@ -272,6 +272,9 @@ struct gw {
 	int			 home_nsfd;	/* where the main thread lives: the
 						 * host during setup, then the
 						 * gateway (its sockets are there) */
+	struct gw_hostaddrs	*hostaddrs;	/* the host's own addresses,
+						 * with the uplink through it
+						 * (hostaddr.c); else NULL */
 	struct gw_nl		*rtnl;		/* rtnetlink in the gateway
 						 * namespace; opened when first
 						 * needed (sandbox.c) */
@@ -519,6 +522,14 @@ bool gw_ct_read(struct gw *gw, bool all);
 int gw_decide_first(struct gw *gw, const struct nfq_packet *pkt,
     const struct nfq_tuple *t, uint64_t now);
 void gw_fastsyn_open(struct gw *gw);
+/* hostaddr.c: with the uplink through the host, its addresses (opened in
+ * its namespace; a no-op with --uplink-netns), read again when its fd is
+ * readable; the list is sorted, for gw_decide_ctx. */
+int gw_hostaddrs_open(struct gw *gw, char *err, size_t errlen);
+int gw_hostaddrs_fd(const struct gw *gw);
+void gw_hostaddrs_read(struct gw *gw);
+const uint32_t *gw_hostaddrs_list(const struct gw *gw, size_t *n);
+void gw_hostaddrs_close(struct gw *gw);
 /* --kernel-sni: the program loaded and pinned before the ruleset names it
  * (a warning, and every first flight queued, when it cannot be); its
  * table is emptied with the kernel-SYN set (gw_fastsyn_forget), and

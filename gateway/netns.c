@@ -646,14 +646,73 @@ gateway_sysctls(char *err, size_t errlen)
 }
 
 /*
+ * What comes in from the gateway to the host's own addresses. A packet a
+ * sandbox sends to one of them (its public address, a bridge's) is not
+ * forwarded but delivered to the host's own sockets, whatever listens
+ * there; a policy allowing a range the host lies in would reach them
+ * (found by review, 2026-12-03: adversarial 39). The gateway cannot know
+ * every address the host has or will have, so the host drops it: a chain
+ * that lets on only sluiced's own questions to a resolver on the host
+ * (port 53, which no sandbox's packet can carry past the gateway) and
+ * what belongs to connections the host began; the host's own rules then
+ * decide those as before. -1 if the chain could not be made whole.
+ */
+static int
+host_input(const char *chain, const char *peer, const char *comment,
+    bool add)
+{
+	char *mk[] = { "iptables", "-w", "5", "-N", (char *)chain, NULL };
+	char *flush[] = { "iptables", "-w", "5", "-F", (char *)chain, NULL };
+	char *rm[] = { "iptables", "-w", "5", "-X", (char *)chain, NULL };
+	char *est[] = { "iptables", "-w", "5", "-A", (char *)chain, "-m",
+	    "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN",
+	    NULL };
+	char *udp[] = { "iptables", "-w", "5", "-A", (char *)chain, "-p",
+	    "udp", "--dport", "53", "-j", "RETURN", NULL };
+	char *tcp[] = { "iptables", "-w", "5", "-A", (char *)chain, "-p",
+	    "tcp", "--dport", "53", "-j", "RETURN", NULL };
+	char *drop[] = { "iptables", "-w", "5", "-A", (char *)chain, "-j",
+	    "DROP", NULL };
+	char *jump[] = { "iptables", "-w", "5", NULL, "INPUT", "-i",
+	    (char *)peer, "-m", "comment", "--comment", (char *)comment, "-j",
+	    (char *)chain, NULL };
+	char **fill[] = { est, udp, tcp, drop };
+	size_t i;
+
+	if (!add) {
+		/* the jump first: the chain cannot go while it is used */
+		jump[3] = "-D";
+		while (gw_run_quiet(jump) == 0)
+			;
+		(void)gw_run_quiet(flush);
+		(void)gw_run_quiet(rm);
+		return 0;
+	}
+	/* made afresh (a restart finds the old one), filled, then jumped
+	 * to: no moment where the jump leads nowhere */
+	if (gw_run_quiet(mk) != 0 && gw_run_quiet(flush) != 0)
+		return -1;
+	for (i = 0; i < sizeof(fill) / sizeof(fill[0]); i++)
+		if (gw_run_quiet(fill[i]) != 0)
+			return -1;
+	jump[3] = "-C";
+	if (gw_run_quiet(jump) == 0)
+		return 0;
+	jump[3] = "-I";
+	return gw_run_quiet(jump) == 0 ? 0 : -1;
+}
+
+/*
  * The uplink through the host: a veth from the host's namespace (the one
  * sluiced was started in) into the gateway, the host end addressed with
  * GW_HOST_UPLINK_PEER, and the gateway's traffic NATed out of the host's
  * default route. The host's own rules are touched as little as possible:
- * one MASQUERADE rule and two FORWARD rules, each tagged with a comment
- * naming the gateway so teardown removes exactly them.
+ * one MASQUERADE rule, two FORWARD rules and one INPUT rule, each tagged
+ * with a comment naming the gateway so teardown removes exactly them, and
+ * the INPUT rule's chain (host_input). Returns -1 if the INPUT rule could
+ * not be made: sandboxes would reach the host's own services.
  */
-static void
+static int
 host_rules(const struct gw_config *c, const char *peer, bool add,
     const char *gwip)
 {
@@ -669,9 +728,13 @@ host_rules(const struct gw_config *c, const char *peer, bool add,
 	    (char *)peer, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
 	    "-m", "comment", "--comment", comment, "-j", "ACCEPT", NULL };
 	char **rules[] = { nat, fwd_out, fwd_in };
+	char chain[32];
 	size_t i;
 
 	snprintf(comment, sizeof(comment), "sluice gateway %s", c->netns);
+	snprintf(chain, sizeof(chain), "sluice-in-%.12s", c->netns);
+	if (!add)
+		(void)host_input(chain, peer, comment, false);
 	snprintf(src, sizeof(src), "%s/32", gwip);
 	for (i = 0; i < 3; i++) {
 		bool present;
@@ -687,6 +750,7 @@ host_rules(const struct gw_config *c, const char *peer, bool add,
 			log_warnx("host: iptables %s %s for %s failed",
 			    rules[i][3], rules[i][4], c->netns);
 	}
+	return add ? host_input(chain, peer, comment, true) : 0;
 }
 
 static void
@@ -737,8 +801,12 @@ host_uplink_setup(struct gw *gw, char *err, size_t errlen)
 		    strerror(errno));
 		rc = -1;
 	}
-	if (rc == 0)
-		host_rules(c, peer, true, gwip);
+	if (rc == 0 && host_rules(c, peer, true, gwip) == -1) {
+		snprintf(err, errlen, "host: iptables: cannot make the chain "
+		    "sluice-in-%.12s that keeps sandboxes off the host's own "
+		    "addresses", c->netns);
+		rc = -1;
+	}
 	if (gw_netns_enter(gw->gw_nsfd) == -1)
 		fatal("setns %s", c->netns);
 	if (rc == -1)
@@ -893,6 +961,6 @@ gw_gateway_destroy(struct gw *gw)
 		/* the host's rules */
 		host_peer_name(&gw->cfg, peer, sizeof(peer));
 		cidr_ip(gwaddr, gwip, sizeof(gwip));
-		host_rules(&gw->cfg, peer, false, gwip);
+		(void)host_rules(&gw->cfg, peer, false, gwip);
 	}
 }

@@ -295,6 +295,9 @@ main(int argc, char **argv)
 	/* metrics listeners in the host namespace, where scrapers are */
 	if ((gw.metrics = gw_metrics_open(&gw, err, sizeof(err))) == NULL)
 		fatalx("metrics: %s", err);
+	/* the host's own addresses, from its namespace (this one) */
+	if (gw_hostaddrs_open(&gw, err, sizeof(err)) == -1)
+		fatalx("%s", err);
 	/* From here on the main thread lives in the gateway namespace: the
 	 * resolver's sockets, listening and upstream, belong there. */
 	if (gw_netns_enter(gw.gw_nsfd) == -1)
@@ -327,9 +330,9 @@ main(int argc, char **argv)
 	gw_service_ready(&gw);
 
 	/* pfd: queue, control, signals, conntrack, reaper, kernel SYNs,
-	 * the workers' wake-up, server copies, refused mark changes, then
-	 * the rest */
-#define NFIXED	9
+	 * the workers' wake-up, server copies, refused mark changes, the
+	 * host's addresses, then the rest */
+#define NFIXED	10
 	while (running) {
 		struct pollfd pfd[NFIXED + 2 + DNS_TCP_MAX + DNS_PENDING_MAX +
 		    16 + GW_METRICS_POLLFDS];
@@ -358,6 +361,8 @@ main(int argc, char **argv)
 		    nfq_nflog_fd(gw.vlog) : -1, .events = POLLIN };
 		pfd[8] = (struct pollfd){ .fd = gw.ctmark ?
 		    nfq_ctmark_fd(gw.ctmark) : -1, .events = POLLIN };
+		pfd[9] = (struct pollfd){ .fd = gw_hostaddrs_fd(&gw),
+		    .events = POLLIN };
 		/* While the log's writer is behind, queries wait in the
 		 * socket's buffer: a burst is delayed, not refused for want
 		 * of room for its rows (log_unavailable). Nothing wakes the
@@ -465,6 +470,8 @@ main(int argc, char **argv)
 			(void)gw_ct_read(&gw, false);
 		if (pfd[4].revents & POLLIN)
 			gw_reaper_collect(&gw);
+		if (pfd[9].revents & POLLIN)
+			gw_hostaddrs_read(&gw);
 		store_watch(&gw);
 		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, gw_now_ms());
 		gw_metrics_process(&gw, gw.metrics,
@@ -497,6 +504,7 @@ main(int argc, char **argv)
 
 	gw_control_close(&gw);
 	gw_metrics_free(gw.metrics);
+	gw_hostaddrs_close(&gw);
 	gw.metrics = NULL;
 	nfq_ct_close(gw.ct);
 	if (gw.rst_fd != -1)

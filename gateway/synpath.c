@@ -101,12 +101,19 @@ struct gw_decide_ctx
 gw_decide_ctx_of(const struct gw *gw, const struct gw_sandbox *sb,
     uint64_t now)
 {
+	size_t n;
+	/* before the initializer: the order its expressions are evaluated
+	 * in is unspecified */
+	const uint32_t *host = gw_hostaddrs_list(gw, &n);
+
 	return (struct gw_decide_ctx){
 		.policy = sb->policy,
 		.sandbox_addr = sb->addr,
 		.pool_net = gw->pool_net,
 		.pool_mask = gw->pool_mask,
 		.uplink = { gw->uplink[0], gw->uplink[1] },
+		.host_addrs = host,
+		.nhost_addrs = n,
 		.bindings = gw->bindings,
 		.sandbox_id = sb->slot,
 		.now_ms = now,

@@ -1,6 +1,7 @@
 /* verdict.c: the decision for a new flow, given a sandbox's policy. */
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gateway/addr.h"
@@ -137,6 +138,21 @@ is_uplink(const uint32_t uplink[2], uint32_t addr)
 	return addr != 0 && (addr == uplink[0] || addr == uplink[1]);
 }
 
+static int
+cmp_addr(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static bool
+is_host(const struct gw_decide_ctx *ctx, uint32_t addr)
+{
+	return ctx->nhost_addrs > 0 && bsearch(&addr, ctx->host_addrs,
+	    ctx->nhost_addrs, sizeof(addr), cmp_addr) != NULL;
+}
+
 static bool
 is_dns_port(uint16_t port)
 {
@@ -165,9 +181,12 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	 * destination, whatever the policy's CIDRs cover (the gateway's
 	 * resolver is accepted by the ruleset before anything is queued):
 	 * the pool, the gateway's uplink address, and the uplink's peer
-	 * (the host, with the default uplink, or the next hop). */
+	 * (the host, with the default uplink, or the next hop), and with
+	 * the default uplink every other address of the host: a packet to
+	 * one is the host's own, not forwarded (hostaddr.c). */
 	if ((t->daddr & ctx->pool_mask) == ctx->pool_net ||
-	    is_uplink(ctx->uplink, t->daddr)) {
+	    is_uplink(ctx->uplink, t->daddr) ||
+	    is_host(ctx, t->daddr)) {
 		deny(ctx, GW_R_INTERNAL_DEST, out);
 		return;
 	}

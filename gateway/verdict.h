@@ -72,6 +72,10 @@ struct gw_decide_ctx {
 	uint32_t		 pool_mask;
 	uint32_t		 uplink[2];	/* the gateway's uplink address
 						 * and its peer's (0: none) */
+	const uint32_t		*host_addrs;	/* the host's own addresses,
+						 * with the uplink through it,
+						 * sorted (hostaddr.c) */
+	size_t			 nhost_addrs;
 	struct dns_bindings	*bindings;	/* NULL: no name is bound */
 	uint32_t		 sandbox_id;	/* the bindings' key */
 	uint64_t		 now_ms;	/* CLOCK_MONOTONIC */

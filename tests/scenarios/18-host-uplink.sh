@@ -48,8 +48,10 @@ sleep 0.3
 tb_assert_eq "$(tb_attacker_packet_count)" 0 "the attacker received nothing"
 
 rules=$(ip netns exec "$hostns" iptables -S; ip netns exec "$hostns" iptables -t nat -S)
-tb_assert_eq "$(echo "$rules" | grep -c "sluice gateway $TB_NETNS_GW")" 3 \
-    "three host rules, tagged with the gateway's name"
+tb_check "the host's chain for the gateway" \
+    ip netns exec "$hostns" iptables -S "sluice-in-$TB_NETNS_GW"
+tb_assert_eq "$(echo "$rules" | grep -c "sluice gateway $TB_NETNS_GW")" 4 \
+    "four host rules, tagged with the gateway's name"
 
 kill -TERM $pid
 wait $pid
@@ -59,6 +61,8 @@ nsenter --net="/run/netns/$hostns" "$SLUICED" --teardown "${args[@]}" \
 tb_assert_eq "$?" 0 "teardown"
 rules=$(ip netns exec "$hostns" iptables -S; ip netns exec "$hostns" iptables -t nat -S)
 tb_assert_eq "$(echo "$rules" | grep -c "sluice gateway")" 0 "teardown removed the host rules"
+tb_check "and the chain that keeps sandboxes off the host" \
+    bash -c "! ip netns exec '$hostns' iptables -S 'sluice-in-$TB_NETNS_GW' >/dev/null 2>&1"
 tb_check "the gateway namespace is gone" [ ! -e "/run/netns/$TB_NETNS_GW" ]
 tb_check "the sandbox is gone" [ ! -e "/run/netns/${P}-a" ]
 tb_check "the host end of the uplink is gone" \

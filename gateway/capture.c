@@ -1,7 +1,9 @@
 /* capture.c: denied packets and DNS messages to one pcap file per sandbox. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,12 @@ struct gw_capture {
 	pcap_t			*dead;		/* DLT_RAW, for the dumpers */
 	struct capture_file	 f[GW_CAPTURE_OPEN_MAX];
 	uint64_t		 tick;
+	uint64_t		 total_max;	/* all files; 0: no bound */
+	uint64_t		 scan_at;	/* st.total_bytes past which the
+						 * directory is scanned again */
+	gw_capture_live_fn	 live;
+	void			*live_arg;
+	char			 error[PATH_MAX + 128];	/* the last failure */
 	struct gw_capture_stats	 st;
 	uint8_t			 buf[GW_CAPTURE_SNAPLEN];	/* a DNS datagram */
 };
@@ -92,6 +100,27 @@ file_path(const struct gw_capture *c, const char *name, bool old, char *buf,
 	return n >= 0 && (size_t)n < len;
 }
 
+static void __attribute__((format(printf, 2, 3)))
+set_error(struct gw_capture *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+}
+
+/* The running total of the bound: a file's bytes from was to now. */
+static void
+account(struct gw_capture *c, uint64_t was, uint64_t now)
+{
+	if (now >= was)
+		c->st.total_bytes += now - was;
+	else
+		c->st.total_bytes -= was - now > c->st.total_bytes ?
+		    c->st.total_bytes : was - now;
+}
+
 static void
 file_close(struct capture_file *f)
 {
@@ -103,17 +132,22 @@ file_close(struct capture_file *f)
 /*
  * Opens dir/NAME.pcap for appending (a new file gets its header). The file
  * is made first with open(2) so that its mode is 0640 whatever the umask,
- * and no symbolic link is followed.
+ * and no symbolic link is followed. *was is its size before: the running
+ * total already has those bytes (a scan counted them), not the header.
  */
 static pcap_dumper_t *
-dumper_open(struct gw_capture *c, const char *path)
+dumper_open(struct gw_capture *c, const char *path, uint64_t *was)
 {
 	pcap_dumper_t *d;
+	struct stat sb;
 	int fd;
 
+	*was = 0;
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd == -1)
 		return NULL;
+	if (fstat(fd, &sb) == 0 && sb.st_size > 0)
+		*was = (uint64_t)sb.st_size;
 	close(fd);
 	if ((d = pcap_dump_open_append(c->dead, path)) == NULL)
 		return NULL;
@@ -129,6 +163,8 @@ static int
 file_rotate(struct gw_capture *c, struct capture_file *f)
 {
 	char cur[PATH_MAX], old[PATH_MAX];
+	struct stat sb;
+	uint64_t gone = 0, was;
 
 	if (f->d != NULL) {
 		pcap_dump_close(f->d);
@@ -137,12 +173,20 @@ file_rotate(struct gw_capture *c, struct capture_file *f)
 	if (!file_path(c, f->name, false, cur, sizeof(cur)) ||
 	    !file_path(c, f->name, true, old, sizeof(old)))
 		return -1;
-	if (rename(cur, old) == -1 && errno != ENOENT)
-		return -1;
+	/* the old file the rename replaces leaves the total */
+	if (lstat(old, &sb) == 0 && S_ISREG(sb.st_mode))
+		gone = (uint64_t)sb.st_size;
+	if (rename(cur, old) == -1) {
+		if (errno != ENOENT)
+			return -1;
+	} else {
+		account(c, gone, 0);
+	}
 	c->st.rotations++;
-	if ((f->d = dumper_open(c, cur)) == NULL)
+	if ((f->d = dumper_open(c, cur, &was)) == NULL)
 		return -1;
 	f->size = PCAP_FILE_HDR;
+	account(c, was, f->size);
 	return 0;
 }
 
@@ -153,6 +197,7 @@ file_get(struct gw_capture *c, const char *name)
 {
 	struct capture_file *f = NULL, *spare = NULL;
 	char path[PATH_MAX];
+	uint64_t was;
 	int64_t pos;
 	size_t i;
 
@@ -173,19 +218,245 @@ file_get(struct gw_capture *c, const char *name)
 			file_close(f);
 			return NULL;
 		}
-		if ((f->d = dumper_open(c, path)) == NULL) {
+		if ((f->d = dumper_open(c, path, &was)) == NULL) {
 			/* not a pcap file we can append to (another
 			 * linktype, or damaged): keep it as the old one */
 			if (file_rotate(c, f) == -1) {
 				file_close(f);
 				return NULL;
 			}
+			was = f->size;
 		}
 		pos = pcap_dump_ftell64(f->d);
 		f->size = pos < PCAP_FILE_HDR ? PCAP_FILE_HDR : (uint64_t)pos;
+		account(c, was, f->size);
 	}
 	f->last_use = ++c->tick;
 	return f;
+}
+
+/* ---- the bound on all files together ---------------------------------- */
+
+/* A capture file a scan weighs. */
+struct capture_victim {
+	char		name[GW_SANDBOX_NAME_MAX + 1];	/* its sandbox's */
+	bool		old;		/* NAME.pcap.1, never open */
+	bool		live;		/* a sandbox of that name exists */
+	uint64_t	size;
+	struct timespec	mtime;
+};
+
+/* The sandbox name of capture file fname, and whether it is the old one;
+ * false for any other file, which the bound leaves alone. */
+static bool
+parse_fname(const char *fname, char *name, bool *old)
+{
+	size_t n = strlen(fname);
+
+	if (n > 7 && strcmp(fname + n - 7, ".pcap.1") == 0) {
+		*old = true;
+		n -= 7;
+	} else if (n > 5 && strcmp(fname + n - 5, ".pcap") == 0) {
+		*old = false;
+		n -= 5;
+	} else
+		return false;
+	if (n > GW_SANDBOX_NAME_MAX)
+		return false;
+	memcpy(name, fname, n);
+	name[n] = '\0';
+	return gw_sandbox_name_valid(name);
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	const struct capture_victim *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+/* The order of removal: files of sandboxes that are gone, then the rest;
+ * the oldest first; of one name's two with one mtime, the old one. */
+static int
+by_age(const void *a, const void *b)
+{
+	const struct capture_victim *x = a, *y = b;
+
+	if (x->live != y->live)
+		return x->live ? 1 : -1;
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	if (x->old != y->old)
+		return x->old ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Asks c->live about v[0..n) in one call: its cost is per sandbox, not per
+ * file (names and live have room for n). */
+static void
+resolve_live(struct gw_capture *c, struct capture_victim *v, size_t n,
+    const char **names, bool *live)
+{
+	size_t i, j, k = 0;
+
+	if (n == 0)
+		return;
+	qsort(v, n, sizeof(*v), by_name);
+	for (i = 0; i < n; i++)
+		if (k == 0 || strcmp(names[k - 1], v[i].name) != 0)
+			names[k++] = v[i].name;
+	for (i = 0; i < k; i++)
+		live[i] = c->live == NULL;
+	if (c->live != NULL)
+		c->live(c->live_arg, names, k, live);
+	for (i = 0, j = 0; i < n; i++) {
+		if (strcmp(names[j], v[i].name) != 0)
+			j++;
+		v[i].live = live[j];
+	}
+}
+
+/* The slot whose open file is NAME.pcap, or NULL. */
+static struct capture_file *
+file_open_for(struct gw_capture *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < GW_CAPTURE_OPEN_MAX; i++)
+		if (c->f[i].d != NULL && strcmp(c->f[i].name, name) == 0)
+			return &c->f[i];
+	return NULL;
+}
+
+/*
+ * Scans the directory: the running total becomes what is there, and if it
+ * is past the bound, files go (gw_capture_set_total says which) until it
+ * is 7/8 of it. At most 2 * GW_CAPTURE_SCAN_MAX files are weighed at once:
+ * when the array fills, the half that goes first is kept. Returns 0, or -1
+ * with c->error set when the directory could not be read.
+ */
+static int
+trim(struct gw_capture *c)
+{
+	const size_t max = GW_CAPTURE_SCAN_MAX;
+	struct capture_victim *v = NULL;
+	struct capture_file *f;
+	const char **names = NULL;
+	bool *live = NULL, more = false, progress = false;
+	struct dirent *de;
+	struct stat sb;
+	DIR *d = NULL;
+	uint64_t total = 0, slack, low;
+	size_t n = 0, done = 0, i;
+	int rc = -1;
+
+	c->st.scans++;
+	slack = c->total_max / 8 > 0 ? c->total_max / 8 : 1;
+	low = c->total_max - slack;
+	if ((v = calloc(2 * max, sizeof(*v))) == NULL ||
+	    (names = calloc(2 * max, sizeof(*names))) == NULL ||
+	    (live = calloc(2 * max, sizeof(*live))) == NULL) {
+		set_error(c, "scan of %s: out of memory", c->dir);
+		goto done;
+	}
+	if ((d = opendir(c->dir)) == NULL) {
+		set_error(c, "scan of %s: %s", c->dir, strerror(errno));
+		goto done;
+	}
+	for (errno = 0; (de = readdir(d)) != NULL; errno = 0) {
+		struct capture_victim *e = &v[n];
+
+		if (!parse_fname(de->d_name, e->name, &e->old))
+			continue;
+		/* gone since readdir, or not a file sluiced makes */
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) ==
+		    -1 || !S_ISREG(sb.st_mode))
+			continue;
+		e->size = (uint64_t)sb.st_size;
+		e->mtime = sb.st_mtim;
+		total += e->size;
+		if (++n == 2 * max) {
+			resolve_live(c, v + done, n - done, names, live);
+			qsort(v, n, sizeof(*v), by_age);
+			n = done = max;
+			more = true;
+		}
+	}
+	if (errno != 0) {
+		/* a partial count: the running total stays as it was */
+		set_error(c, "scan of %s: %s", c->dir, strerror(errno));
+		goto done;
+	}
+	resolve_live(c, v + done, n - done, names, live);
+	qsort(v, n, sizeof(*v), by_age);
+	c->st.total_bytes = total;
+	rc = 0;
+	if (total <= c->total_max)
+		goto done;
+	for (i = 0; i < n && c->st.total_bytes > low; i++) {
+		char fname[GW_SANDBOX_NAME_MAX + sizeof(".pcap.1")];
+
+		if (!v[i].old && (f = file_open_for(c, v[i].name)) != NULL) {
+			if (v[i].live)
+				continue;	/* being written */
+			file_close(f);		/* its sandbox is gone */
+		}
+		snprintf(fname, sizeof(fname), "%s.pcap%s", v[i].name,
+		    v[i].old ? ".1" : "");
+		if (unlinkat(dirfd(d), fname, 0) == -1 && errno != ENOENT) {
+			c->st.remove_errors++;
+			set_error(c, "unlink %s/%s: %s", c->dir, fname,
+			    strerror(errno));
+			continue;
+		}
+		account(c, v[i].size, 0);
+		c->st.removed++;
+		c->st.removed_bytes += v[i].size;
+		progress = true;
+	}
+done:
+	if (rc == -1)
+		c->st.remove_errors++;
+	/*
+	 * The next scan: when the total passes the bound again; at once if
+	 * this one left files unweighed and got somewhere; otherwise (what
+	 * is left is being written, or cannot be removed) an eighth of the
+	 * bound later, so that a stuck directory costs a scan per eighth,
+	 * not one per packet.
+	 */
+	if (c->st.total_bytes <= c->total_max)
+		c->scan_at = c->total_max;
+	else if (more && progress)
+		c->scan_at = c->st.total_bytes;
+	else
+		c->scan_at = c->st.total_bytes + slack;
+	if (d != NULL)
+		closedir(d);
+	free(live);
+	free(names);
+	free(v);
+	return rc;
+}
+
+int
+gw_capture_set_total(struct gw_capture *c, uint64_t total,
+    gw_capture_live_fn live, void *arg)
+{
+	c->total_max = total;
+	c->live = live;
+	c->live_arg = arg;
+	if (total == 0)
+		return 0;
+	return trim(c);
+}
+
+const char *
+gw_capture_last_error(const struct gw_capture *c)
+{
+	return c == NULL ? "" : c->error;
 }
 
 static void
@@ -229,6 +500,10 @@ write_record(struct gw_capture *c, const char *sandbox, const uint8_t *pkt,
 	f->size += PCAP_REC_HDR + caplen;
 	c->st.packets++;
 	c->st.bytes += PCAP_REC_HDR + caplen;
+	account(c, 0, PCAP_REC_HDR + caplen);
+	/* f is not used past this point: the scan may close it */
+	if (c->total_max > 0 && c->st.total_bytes > c->scan_at)
+		(void)trim(c);
 }
 
 void

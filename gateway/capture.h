@@ -14,6 +14,9 @@
 #define GW_CAPTURE_OPEN_MAX	64	/* files open at once; the least
 					 * recently used is closed beyond */
 #define GW_CAPTURE_SNAPLEN	65535	/* bytes kept of a packet */
+#define GW_CAPTURE_SCAN_MAX	16384	/* files a scan for the total's bound
+					 * weighs at once: the oldest are
+					 * kept, the rest wait for the next */
 
 struct gw_capture;
 
@@ -27,6 +30,36 @@ struct gw_capture;
  */
 struct gw_capture *gw_capture_open(const char *dir, size_t max_bytes,
     char *err, size_t errlen);
+
+/*
+ * Says which of names[0..n) (sorted by strcmp, distinct, valid sandbox
+ * names) are sandboxes that exist now, by setting live[i] (all false on
+ * entry). The names are valid during the call only.
+ */
+typedef void (*gw_capture_live_fn)(void *arg, const char *const *names,
+    size_t n, bool *live);
+
+/*
+ * Bounds the bytes of every capture file in the directory together,
+ * NAME.pcap and NAME.pcap.1 of every name (other files are neither counted
+ * nor touched), to total; 0: no bound. The directory is scanned now, and
+ * again whenever the total, kept up to date from what is written, rotated
+ * and removed, passes the bound; never for each packet. A scan removes
+ * files of names live says are no sandbox (live NULL: all are) first, the
+ * oldest (mtime) first, then other files the oldest first, until the
+ * total is 7/8 of the bound (so the next scan is an eighth of it away),
+ * but never the NAME.pcap open for a sandbox that exists. What a scan
+ * cannot remove waits for the next one. Returns 0, or -1 when the scan
+ * failed (gw_capture_last_error says why); either way the bound holds.
+ */
+int gw_capture_set_total(struct gw_capture *c, uint64_t total,
+    gw_capture_live_fn live, void *arg);
+
+/*
+ * The last failure of a scan or of a removal for the bound, "" if none;
+ * valid until the next call on c.
+ */
+const char *gw_capture_last_error(const struct gw_capture *c);
 
 /*
  * Appends one IPv4 packet (as queued: IP header first; cut at
@@ -54,6 +87,12 @@ struct gw_capture_stats {
 	uint64_t	rotations;	/* files moved to NAME.pcap.1 */
 	uint64_t	errors;		/* records not written: bad name, I/O */
 	size_t		open_files;
+	uint64_t	total_bytes;	/* of every capture file, as last known */
+	uint64_t	scans;		/* of the directory, for the bound */
+	uint64_t	removed;	/* files removed for the bound */
+	uint64_t	removed_bytes;
+	uint64_t	remove_errors;	/* files that could not be removed,
+					 * scans that failed */
 };
 
 void gw_capture_get_stats(const struct gw_capture *c,

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -474,6 +476,248 @@ test_open_errors(void **state)
 	assert_non_null(strstr(err, "mkdir"));
 }
 
+/* ---- the bound on all files together ---------------------------------- */
+
+/* The sandboxes that exist, for live_names; what it was asked. */
+static const char *live_set[4];
+static unsigned live_calls;
+static bool live_sorted = true;
+
+static void
+live_names(void *arg, const char *const *names, size_t n, bool *live)
+{
+	size_t i, j;
+
+	(void)arg;
+	live_calls++;
+	for (i = 0; i < n; i++) {
+		if (i > 0 && strcmp(names[i - 1], names[i]) >= 0)
+			live_sorted = false;
+		for (j = 0; j < sizeof(live_set) / sizeof(live_set[0]); j++)
+			if (live_set[j] != NULL &&
+			    strcmp(live_set[j], names[i]) == 0)
+				live[i] = true;
+	}
+}
+
+/* Makes dir/sub/name of size bytes, last modified at unix time mtime. */
+static void
+make_file(const char *sub, const char *name, size_t size, time_t mtime)
+{
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	while (size-- > 0)
+		fputc('x', f);
+	fclose(f);
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* The bytes of dir/sub's capture files, as the bound counts them. */
+static uint64_t
+dir_total(const char *sub)
+{
+	char path[256];
+	struct dirent *de;
+	struct stat sb;
+	uint64_t total = 0;
+	DIR *d;
+
+	path_of(path, sizeof(path), sub);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		if (de->d_name[0] == '-' ||
+		    !((n > 5 && strcmp(de->d_name + n - 5, ".pcap") == 0) ||
+		    (n > 7 && strcmp(de->d_name + n - 7, ".pcap.1") == 0)))
+			continue;
+		assert_int_equal(fstatat(dirfd(d), de->d_name, &sb, 0), 0);
+		total += (uint64_t)sb.st_size;
+	}
+	closedir(d);
+	return total;
+}
+
+/* Writes 100-byte packets (116 bytes a record) for name until the
+ * removals reach removed; returns how many it wrote (at most max). */
+static unsigned
+write_until(struct gw_capture *c, const char *name, uint64_t removed,
+    unsigned max)
+{
+	struct gw_capture_stats st;
+	uint8_t pkt[100];
+	unsigned i;
+
+	make_packet(pkt, sizeof(pkt), 1);
+	for (i = 0; i < max; i++) {
+		gw_capture_get_stats(c, &st);
+		if (st.removed >= removed)
+			break;
+		gw_capture_packet(c, name, pkt, sizeof(pkt), 1);
+	}
+	return i;
+}
+
+static void
+test_total_bound(void **state)
+{
+	const uint64_t cap = 10000;
+	struct gw_capture *c;
+	struct gw_capture_stats st;
+	char path[256];
+	unsigned n;
+
+	(void)state;
+	path_of(path, sizeof(path), "tot");
+	assert_int_equal(mkdir(path, 0750), 0);
+	/* a sandbox deleted before this run, one that still exists (its
+	 * file the oldest), and files that are not the capture's */
+	make_file("tot", "gone.pcap.1", 3000, 1000);
+	make_file("tot", "gone.pcap", 3000, 2000);
+	make_file("tot", "keep.pcap.1", 2000, 500);
+	make_file("tot", "notes.txt", 50000, 100);
+	make_file("tot", "-x.pcap", 5000, 100);
+	live_set[0] = "keep";
+	live_set[1] = "w";
+	live_set[2] = "d";
+	live_calls = 0;
+
+	c = open_capture("tot", 1 << 20);
+	assert_int_equal(gw_capture_set_total(c, cap, live_names, NULL), 0);
+	gw_capture_get_stats(c, &st);
+	/* under the bound: counted, nothing removed */
+	assert_int_equal(st.total_bytes, 8000);
+	assert_int_equal(st.scans, 1);
+	assert_int_equal(st.removed, 0);
+	assert_true(exists("tot/gone.pcap.1"));
+
+	/* a sandbox that will be gone while its file is open: 14 records,
+	 * enough for one scan's removal */
+	write_until(c, "d", 1, 14);
+	assert_true(exists("tot/d.pcap"));
+
+	/* past the bound: the gone sandbox's older file goes first, and
+	 * that is enough for 7/8 of the bound */
+	n = write_until(c, "w", 1, 100);
+	assert_true(n > 0 && n < 100);
+	gw_capture_get_stats(c, &st);
+	assert_int_equal(st.scans, 2);
+	assert_int_equal(st.removed, 1);
+	assert_int_equal(st.removed_bytes, 3000);
+	assert_false(exists("tot/gone.pcap.1"));
+	assert_true(exists("tot/gone.pcap"));
+	assert_true(exists("tot/keep.pcap.1"));
+	assert_int_equal(st.total_bytes, dir_total("tot"));
+	assert_true(st.total_bytes <= cap - cap / 8);
+
+	/* d is deleted: its open file goes before anything of a live one */
+	live_set[2] = NULL;
+	write_until(c, "w", 2, 100);
+	assert_false(exists("tot/gone.pcap"));
+	write_until(c, "w", 3, 100);
+	assert_false(exists("tot/d.pcap"));
+	assert_true(exists("tot/keep.pcap.1"));
+	/* then a live sandbox's oldest file (not being written) */
+	write_until(c, "w", 4, 100);
+	assert_false(exists("tot/keep.pcap.1"));
+	gw_capture_get_stats(c, &st);
+	assert_int_equal(st.removed, 4);
+	assert_int_equal(st.remove_errors, 0);
+	assert_int_equal(st.total_bytes, dir_total("tot"));
+
+	/* only the file being written is left: it stays past the bound,
+	 * and the directory is scanned once an eighth of it, not for each
+	 * packet */
+	n = write_until(c, "w", 5, 200);
+	assert_int_equal(n, 200);
+	gw_capture_get_stats(c, &st);
+	assert_int_equal(st.removed, 4);
+	assert_true(exists("tot/w.pcap"));
+	assert_true(st.total_bytes > cap);
+	assert_int_equal(st.total_bytes, dir_total("tot"));
+	assert_true(st.scans < 2 + 4 + 200 * 116 / (cap / 8) + 2);
+	/* other files are never touched */
+	assert_true(exists("tot/notes.txt"));
+	assert_true(exists("tot/-x.pcap"));
+	assert_true(live_sorted);
+	assert_true(live_calls >= 2);
+	gw_capture_close(c);
+}
+
+static void
+test_total_rotation_and_restart(void **state)
+{
+	/* three records a file: the live sandbox's old file goes, never
+	 * the one it writes */
+	const size_t max = 24 + 3 * (16 + 100);
+	struct gw_capture *c;
+	struct gw_capture_stats st;
+	unsigned i;
+
+	(void)state;
+	live_set[0] = "r";
+	live_set[1] = live_set[2] = NULL;
+	c = open_capture("rot", max);
+	assert_int_equal(gw_capture_set_total(c, 600, live_names, NULL), 0);
+	write_until(c, "r", 100, 20);
+	gw_capture_get_stats(c, &st);
+	assert_true(st.rotations >= 5);
+	assert_true(st.removed >= 1);
+	assert_int_equal(st.total_bytes, dir_total("rot"));
+	assert_true(st.total_bytes <= 600);
+	assert_true(exists("rot/r.pcap"));
+	gw_capture_close(c);
+
+	/* a restart with files of many names left over, far past a new
+	 * bound: they go at once, the oldest first */
+	for (i = 0; i < 50; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "old%02u.pcap", i);
+		make_file("rot", name, 1000, 1000 + i);
+	}
+	c = open_capture("rot", max);
+	assert_int_equal(gw_capture_set_total(c, 8000, live_names, NULL), 0);
+	gw_capture_get_stats(c, &st);
+	assert_true(st.total_bytes <= 7000);
+	assert_int_equal(st.total_bytes, dir_total("rot"));
+	assert_false(exists("rot/old00.pcap"));
+	assert_true(exists("rot/old49.pcap"));
+	assert_true(exists("rot/r.pcap"));	/* live, newer */
+	gw_capture_close(c);
+}
+
+static void
+test_total_scan_error(void **state)
+{
+	struct gw_capture *c;
+	struct gw_capture_stats st;
+	char path[256];
+	uint8_t pkt[100];
+
+	(void)state;
+	c = open_capture("vanish", 1 << 20);
+	path_of(path, sizeof(path), "vanish");
+	assert_int_equal(rmdir(path), 0);
+	/* the directory is gone: the scan fails, says so, and nothing
+	 * else happens */
+	assert_int_equal(gw_capture_set_total(c, 1000, NULL, NULL), -1);
+	assert_non_null(strstr(gw_capture_last_error(c), "vanish"));
+	make_packet(pkt, sizeof(pkt), 1);
+	gw_capture_packet(c, "a", pkt, sizeof(pkt), 1);
+	gw_capture_get_stats(c, &st);
+	assert_int_equal(st.remove_errors, 1);
+	assert_int_equal(st.errors, 1);
+	assert_string_equal(gw_capture_last_error(NULL), "");
+	gw_capture_close(c);
+}
+
 int
 main(void)
 {
@@ -486,6 +730,9 @@ main(void)
 		cmocka_unit_test(test_dns),
 		cmocka_unit_test(test_dns_too_long),
 		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test(test_total_bound),
+		cmocka_unit_test(test_total_rotation_and_restart),
+		cmocka_unit_test(test_total_scan_error),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

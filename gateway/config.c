@@ -20,7 +20,7 @@ enum {
 	OPT_LIMIT_CONN_RATE, OPT_LIMIT_CONN_BURST, OPT_LIMIT_DNS_RATE,
 	OPT_LIMIT_DNS_BURST, OPT_LIMIT_HOLDS, OPT_QUEUE_BALANCE, OPT_DNS_CACHE,
 	OPT_KERNEL_SYN, OPT_HTTP_IDLE, OPT_KERNEL_SNI, OPT_COPY_INTERVAL,
-	OPT_LOG_QUEUE,
+	OPT_LOG_QUEUE, OPT_CAPTURE_DENIED_TOTAL,
 };
 
 static const struct option long_opts[] = {
@@ -43,6 +43,8 @@ static const struct option long_opts[] = {
 	{ "retain-days",	required_argument, NULL, OPT_RETAIN_DAYS },
 	{ "log-queue",		required_argument, NULL, OPT_LOG_QUEUE },
 	{ "capture-denied",	required_argument, NULL, OPT_CAPTURE_DENIED },
+	{ "capture-denied-total", required_argument, NULL,
+	    OPT_CAPTURE_DENIED_TOTAL },
 	{ "metrics-socket",	required_argument, NULL, OPT_METRICS_SOCKET },
 	{ "metrics-listen",	required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "limit-conn-rate",	required_argument, NULL, OPT_LIMIT_CONN_RATE },
@@ -68,11 +70,11 @@ static const char usage_text[] =
 "               [--dns-ttl-min S] [--dns-ttl-max S] [--dns-grace S]\n"
 "               [--dns-cache N] [--retain-days N] [--log-queue N]\n"
 "               [--metrics-socket PATH] [--metrics-listen ADDR:PORT]\n"
-"               [--capture-denied DIR] [--limit-conn-rate N]\n"
-"               [--limit-conn-burst N] [--limit-dns-rate N]\n"
-"               [--limit-dns-burst N] [--limit-holds N] [--kernel-syn on|off]\n"
-"               [--kernel-sni on|off] [--copy-interval MS]\n"
-"               [--http-idle S] [--teardown]\n"
+"               [--capture-denied DIR] [--capture-denied-total MIB]\n"
+"               [--limit-conn-rate N] [--limit-conn-burst N]\n"
+"               [--limit-dns-rate N] [--limit-dns-burst N] [--limit-holds N]\n"
+"               [--kernel-syn on|off] [--kernel-sni on|off]\n"
+"               [--copy-interval MS] [--http-idle S] [--teardown]\n"
 "\n"
 "  -f                 stay in the foreground, log to stderr\n"
 "  -v                 verbose (debug) logging\n"
@@ -96,6 +98,11 @@ static const char usage_text[] =
 "                     (default 16384); while it is full, new flows and\n"
 "                     DNS answers are refused (log_unavailable)\n"
 "  --capture-denied DIR  write denied flows' first packets to DIR/SANDBOX.pcap\n"
+"                     (rotated to .pcap.1 at 16 MiB)\n"
+"  --capture-denied-total MIB  bound all of DIR's pcap files together: past\n"
+"                     it, files of deleted sandboxes go first, the oldest\n"
+"                     first, then others, never one being written\n"
+"                     (default 1024; 0: no bound)\n"
 "  --metrics-socket PATH  serve Prometheus metrics (HTTP GET /metrics) on a\n"
 "                     unix socket (default: none)\n"
 "  --metrics-listen ADDR:PORT  ... on TCP in the host's namespace; one address\n"
@@ -184,6 +191,9 @@ set_opt(struct gw_config *cfg, int opt, const char *val, const char *name)
 	case OPT_CAPTURE_DENIED:
 		cfg->capture_denied = val;
 		break;
+	case OPT_CAPTURE_DENIED_TOTAL:
+		return parse_uint(name, val, GW_CAPTURE_TOTAL_MB_MAX,
+		    &cfg->capture_denied_total);
 	case OPT_METRICS_SOCKET:
 		cfg->metrics_socket = val;
 		break;
@@ -316,7 +326,8 @@ load_config_file(struct gw_config *cfg, const char *path)
 		    o->val == OPT_LIMIT_DNS_BURST || o->val == OPT_LIMIT_HOLDS ||
 		    o->val == OPT_QUEUE_BALANCE || o->val == OPT_DNS_CACHE ||
 		    o->val == OPT_HTTP_IDLE || o->val == OPT_COPY_INTERVAL ||
-		    o->val == OPT_LOG_QUEUE)) {
+		    o->val == OPT_LOG_QUEUE ||
+		    o->val == OPT_CAPTURE_DENIED_TOTAL)) {
 			char num[32];
 
 			snprintf(num, sizeof(num), "%lld",
@@ -381,6 +392,7 @@ gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 	cfg->kernel_syn = false;
 	cfg->kernel_sni = false;
 	cfg->http_idle = GW_HOLD_IDLE_MS / 1000;
+	cfg->capture_denied_total = GW_CAPTURE_TOTAL_MB;
 	/* First pass: only -c, so the command line can override the file. */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "c:fv", long_opts, NULL)) != -1)

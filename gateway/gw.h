@@ -70,6 +70,10 @@ gw_now_ms(void)
 #define GW_HOLD_CAPTURE	8		/* packets of a held flow kept for
 					 * --capture-denied */
 #define GW_CAPTURE_MAX_BYTES	(16u << 20)	/* a pcap file, then rotated */
+#define GW_CAPTURE_TOTAL_MB	1024		/* all of them together, in MiB:
+						 * --capture-denied-total's
+						 * default, 32 names' worth */
+#define GW_CAPTURE_TOTAL_MB_MAX	(1u << 22)	/* 4 TiB */
 #define GW_HOLD_IDLE_MS	120000		/* an HTTP connection idle this long
 					 * is forgotten (its next packet is
 					 * refused): --http-idle's default */
@@ -200,6 +204,7 @@ struct gw_config {
 	unsigned	 retain_days;	/* 0: keep every row */
 	unsigned	 log_queue;	/* the store's queue, rows; 0: its default */
 	const char	*capture_denied;	/* pcap directory, or NULL */
+	unsigned	 capture_denied_total;	/* MiB of its files; 0: no bound */
 	const char	*metrics_socket;	/* exposition on a unix socket, or NULL */
 	const char	*metrics_listen;	/* ... on ADDR:PORT in the host, or NULL */
 	unsigned	 limit_conn_rate;	/* per sandbox; 0: unlimited */
@@ -350,6 +355,9 @@ struct gw {
 	 * into: cfg.dns_upstream, cfg.capture_denied. Held while they do. */
 	void			*upstream_file;
 	void			*capture_file;
+	uint64_t		 capture_removed_seen;	/* what sluiced.c's
+						 * capture_watch has said */
+	uint64_t		 capture_errors_seen;
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
@@ -466,6 +474,10 @@ int gw_sandbox_set_policy(struct gw *gw, const char *name,
     struct gw_sandbox **out, char *err, size_t errlen);
 struct gw_sandbox *gw_sandbox_by_name(struct gw *gw, const char *name);
 struct gw_sandbox *gw_sandbox_by_ifindex(struct gw *gw, uint32_t ifindex);
+/* capture.h's gw_capture_live_fn, arg a struct gw: which of the sorted
+ * names are sandboxes now (live[i] set for each that is). */
+void gw_sandbox_names_live(void *arg, const char *const *names, size_t n,
+    bool *live);
 /* The sandbox whose address addr (network order) is, or NULL. */
 struct gw_sandbox *gw_sandbox_by_addr(struct gw *gw, uint32_t addr);
 int gw_sandboxes_restore(struct gw *gw, char *err, size_t errlen);

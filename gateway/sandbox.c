@@ -56,6 +56,34 @@ gw_sandbox_by_name(struct gw *gw, const char *name)
 	return NULL;
 }
 
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void
+gw_sandbox_names_live(void *arg, const char *const *names, size_t n,
+    bool *live)
+{
+	struct gw *gw = arg;
+	const char *const *p;
+	const char *key;
+	unsigned i;
+
+	/* each sandbox looked up among the names, not each name among the
+	 * sandboxes (gw_sandbox_by_name): a capture directory of many
+	 * files costs a lookup per sandbox */
+	for (i = 0; i < gw->pool_slots; i++) {
+		if (gw->slots[i] == NULL)
+			continue;
+		key = gw->slots[i]->name;
+		p = bsearch(&key, names, n, sizeof(*names), cmp_name);
+		if (p != NULL)
+			live[p - names] = true;
+	}
+}
+
 static void
 link_sandbox(struct gw *gw, struct gw_sandbox *sb)
 {

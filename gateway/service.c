@@ -367,6 +367,7 @@ static const struct config_key config_keys[] = {
 	UINT("dns-cache", dns_cache, true),
 	UINT("retain-days", retain_days, true),
 	STR("capture-denied", capture_denied, true),
+	UINT("capture-denied-total", capture_denied_total, true),
 	UINT("limit-conn-rate", limit_conn_rate, true),
 	UINT("limit-conn-burst", limit_conn_burst, true),
 	UINT("limit-dns-rate", limit_dns_rate, true),
@@ -756,7 +757,17 @@ gw_service_reload(struct gw *gw, int argc, char **argv)
 		gw->cfg.capture_denied = nc.capture_denied;
 		json_decref(gw->capture_file);
 		gw->capture_file = json_incref(nc.file);
+		gw->capture_removed_seen = 0;	/* a new capture's counts */
+		gw->capture_errors_seen = 0;
 	}
+	/* a new directory, or a new bound: scanned now, what is removed
+	 * said by the loop (a failed scan too) */
+	if (gw->capture != NULL && (new_capture ||
+	    nc.capture_denied_total != gw->cfg.capture_denied_total))
+		(void)gw_capture_set_total(gw->capture,
+		    (uint64_t)nc.capture_denied_total << 20,
+		    gw_sandbox_names_live, gw);
+	gw->cfg.capture_denied_total = nc.capture_denied_total;
 	log_info("reload: %zu change(s) applied, %zu need a restart%s; "
 	    "sandboxes are not re-read from %s (%zu running: the control "
 	    "socket changes them)", applied, restart,

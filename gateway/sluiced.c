@@ -101,6 +101,35 @@ store_watch(struct gw *gw)
 		    "(log_unavailable) until it can", gw->cfg.db);
 }
 
+/*
+ * Says what --capture-denied-total's scans removed and what they could
+ * not: at most a line or two per scan, and scans are an eighth of the
+ * bound apart (capture.h), not one per packet.
+ */
+static void
+capture_watch(struct gw *gw)
+{
+	struct gw_capture_stats st;
+
+	if (gw->capture == NULL)
+		return;
+	gw_capture_get_stats(gw->capture, &st);
+	if (st.removed != gw->capture_removed_seen)
+		log_info("%s: past --capture-denied-total (%u MiB): %llu "
+		    "file(s) removed, %llu in all (%llu MiB); %llu MiB there now",
+		    gw->cfg.capture_denied, gw->cfg.capture_denied_total,
+		    (unsigned long long)(st.removed - gw->capture_removed_seen),
+		    (unsigned long long)st.removed,
+		    (unsigned long long)(st.removed_bytes >> 20),
+		    (unsigned long long)(st.total_bytes >> 20));
+	if (st.remove_errors != gw->capture_errors_seen)
+		log_warnx("--capture-denied-total: %s (%llu failure(s) so far)",
+		    gw_capture_last_error(gw->capture),
+		    (unsigned long long)st.remove_errors);
+	gw->capture_removed_seen = st.removed;
+	gw->capture_errors_seen = st.remove_errors;
+}
+
 static int
 open_queue(struct gw *gw, char *err, size_t errlen)
 {
@@ -311,6 +340,13 @@ main(int argc, char **argv)
 	    (gw.capture = gw_capture_open(gw.cfg.capture_denied,
 	    GW_CAPTURE_MAX_BYTES, err, sizeof(err))) == NULL)
 		fatalx("--capture-denied: %s", err);
+	/* files of earlier runs count too: this first scan may remove
+	 * some, which the loop's capture_watch says; a failed scan is said
+	 * there too, and the bound holds from what is written */
+	if (gw.capture != NULL)
+		(void)gw_capture_set_total(gw.capture,
+		    (uint64_t)gw.cfg.capture_denied_total << 20,
+		    gw_sandbox_names_live, &gw);
 	/* everything privileged is open: keep only what sandbox add/del
 	 * and the queue need (before any other thread is started) */
 	if (gw_service_drop(&gw, err, sizeof(err)) == -1)
@@ -473,6 +509,7 @@ main(int argc, char **argv)
 		if (pfd[9].revents & POLLIN)
 			gw_hostaddrs_read(&gw);
 		store_watch(&gw);
+		capture_watch(&gw);
 		gw_control_process(&gw, pfd + NFIXED + ndns, nctl, gw_now_ms());
 		gw_metrics_process(&gw, gw.metrics,
 		    pfd + NFIXED + ndns + nctl, nmet, gw_now_ms());

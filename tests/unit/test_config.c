@@ -77,6 +77,7 @@ static const char full_config[] =
 	"{\"db\": \"/var/lib/x/flows.db\","
 	" \"dns-upstream\": [\"192.0.2.53\", \"198.51.100.53\"],"
 	" \"capture-denied\": \"/var/lib/x/pcap\","
+	" \"capture-denied-total\": 64,"
 	" \"dns-ttl-min\": \"5\", \"retain-days\": 7,"
 	" \"pool\": \"10.99.0.0/16\"}";
 
@@ -97,6 +98,7 @@ test_file_and_flags(void **state)
 	assert_string_equal(cfg.dns_upstream[0], "192.0.2.53");
 	assert_string_equal(cfg.dns_upstream[1], "198.51.100.53");
 	assert_string_equal(cfg.capture_denied, "/var/lib/x/pcap");
+	assert_int_equal(cfg.capture_denied_total, 64);
 	assert_string_equal(cfg.pool, "10.99.0.0/16");
 	assert_int_equal(cfg.dns_ttl_min, 5);
 	assert_int_equal(cfg.retain_days, 7);
@@ -135,6 +137,7 @@ test_flags_only(void **state)
 	assert_int_equal(parse(&cfg, argv), 0);
 	assert_null(cfg.file);
 	assert_string_equal(cfg.capture_denied, "/tmp/cap");
+	assert_int_equal(cfg.capture_denied_total, 1024);	/* 1 GiB */
 	assert_string_equal(cfg.db, "/var/lib/sluice/flows.db");
 	assert_false(cfg.kernel_syn);			/* off by default */
 	assert_false(cfg.kernel_sni);			/* off by default */
@@ -197,6 +200,32 @@ test_http_idle(void **state)
 	assert_int_equal(parse(&cfg, zero), -1);
 	gw_config_free(&cfg);
 	assert_int_equal(parse(&cfg, big), -1);
+	gw_config_free(&cfg);
+}
+
+/* --capture-denied-total: MiB, 0 (no bound) .. 4 TiB, a flag or a key;
+ * the flag wins over the file. */
+static void
+test_capture_denied_total(void **state)
+{
+	struct fixture *fx = *state;
+	struct gw_config cfg;
+	char *zero[] = { "sluiced", "--capture-denied-total", "0", NULL };
+	char *both[] = { "sluiced", "-c", fx->path, "--capture-denied-total",
+	    "4194304", NULL };
+	char *big[] = { "sluiced", "--capture-denied-total", "4194305", NULL };
+	char *neg[] = { "sluiced", "--capture-denied-total", "-1", NULL };
+
+	assert_int_equal(parse(&cfg, zero), 0);
+	assert_int_equal(cfg.capture_denied_total, 0);
+	gw_config_free(&cfg);
+	write_file(fx->path, "{\"capture-denied-total\": 2048}");
+	assert_int_equal(parse(&cfg, both), 0);
+	assert_int_equal(cfg.capture_denied_total, 4194304);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, big), -1);
+	gw_config_free(&cfg);
+	assert_int_equal(parse(&cfg, neg), -1);
 	gw_config_free(&cfg);
 }
 
@@ -341,6 +370,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_http_idle, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_capture_denied_total,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_parse_again_and_again,

@@ -388,6 +388,13 @@ test_config_diff(void **state)
 	assert_string_equal(gw_config_value(&b, "http-idle", buf, sizeof(buf)),
 	    "30");
 
+	/* so does --capture-denied-total (the directory is scanned again) */
+	base_config(&b);
+	b.capture_denied_total = a.capture_denied_total + 64;
+	assert_int_equal(gw_config_diff(&a, &b, ch, 8), 1);
+	assert_string_equal(ch[0].key, "capture-denied-total");
+	assert_true(ch[0].live);
+
 	/* a second upstream is a change; so is one fewer */
 	base_config(&b);
 	b.dns_upstream[1] = "198.51.100.54";

@@ -2,11 +2,34 @@
 # 45-capture-denied: with --capture-denied DIR, the first packets of every
 # denied flow (and refused DNS queries) land in DIR/SANDBOX.pcap, readable
 # by libpcap tools, and nothing of an allowed flow does; the capture
-# replays to the same denials.
+# replays to the same denials. --capture-denied-total bounds the directory:
+# at start-up the oldest file of a sandbox that no longer exists goes, and
+# files that are not captures stay.
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init capture-denied
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
-tb_sluiced_start --capture-denied "$TB_DIR/pcap" || { tb_fail "sluiced up"; tb_done; }
+# 2.5 MiB of a deleted sandbox's captures against a 2 MiB bound: its older
+# file (1.5 MiB) goes, which leaves 1 MiB, under 7/8 of the bound
+mkdir -p "$TB_DIR/pcap"
+head -c $((3 << 19)) /dev/zero > "$TB_DIR/pcap/${P}-gone.pcap.1"
+head -c $((1 << 20)) /dev/zero > "$TB_DIR/pcap/${P}-gone.pcap"
+head -c $((3 << 20)) /dev/zero > "$TB_DIR/pcap/notes.txt"
+touch -d '2 days ago' "$TB_DIR/pcap/${P}-gone.pcap.1" "$TB_DIR/pcap/notes.txt"
+touch -d '1 day ago' "$TB_DIR/pcap/${P}-gone.pcap"
+tb_sluiced_start --capture-denied "$TB_DIR/pcap" --capture-denied-total 2 ||
+    { tb_fail "sluiced up"; tb_done; }
+for _ in $(seq 50); do
+	grep -q 'past --capture-denied-total' "$TB_DIR/sluiced.log" && break
+	sleep 0.1
+done
+tb_assert_match "$(cat "$TB_DIR/sluiced.log")" \
+    "past --capture-denied-total \(2 MiB\): 1 file\(s\) removed" \
+    "the bound's removal is logged"
+tb_check "a gone sandbox's oldest file is removed" \
+    [ ! -e "$TB_DIR/pcap/${P}-gone.pcap.1" ]
+tb_check "its newer file stays (the total is under the bound)" \
+    [ -e "$TB_DIR/pcap/${P}-gone.pcap" ]
+tb_check "a file that is no capture stays" [ -e "$TB_DIR/pcap/notes.txt" ]
 
 cat > "$TB_DIR/policy.json" <<EOF
 {"network": {"allowedDomains": ["a.test", "*.evil.test"]}}

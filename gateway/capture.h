@@ -15,8 +15,9 @@
 					 * recently used is closed beyond */
 #define GW_CAPTURE_SNAPLEN	65535	/* bytes kept of a packet */
 #define GW_CAPTURE_SCAN_MAX	16384	/* files a scan for the total's bound
-					 * weighs at once: the oldest are
-					 * kept, the rest wait for the next */
+					 * weighs at once (twice that in
+					 * memory): those first to go are
+					 * kept, the rest wait for a scan */
 
 struct gw_capture;
 

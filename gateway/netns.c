@@ -609,7 +609,8 @@ cidr_ip(const char *cidr, char *buf, size_t len)
  * whose source does not route back through its own veth is dropped before
  * anything else sees it: that is the anti-spoofing), no loose TCP pickup
  * (a mid-stream packet without conntrack state is INVALID, not a new
- * flow), no IPv6 on new interfaces.
+ * flow), no IPv6 on new interfaces, no source routing (a namespace's
+ * own default already refuses it: said here, not inherited).
  */
 static int
 gateway_sysctls(char *err, size_t errlen)
@@ -620,6 +621,8 @@ gateway_sysctls(char *err, size_t errlen)
 		{ "net/ipv4/conf/default/rp_filter", "1" },
 		{ "net/ipv4/conf/all/accept_redirects", "0" },
 		{ "net/ipv4/conf/default/accept_redirects", "0" },
+		{ "net/ipv4/conf/all/accept_source_route", "0" },
+		{ "net/ipv4/conf/default/accept_source_route", "0" },
 		{ "net/ipv4/conf/all/send_redirects", "0" },
 		{ "net/ipv4/conf/default/send_redirects", "0" },
 		{ "net/ipv6/conf/all/disable_ipv6", "1" },

@@ -105,6 +105,8 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 {
 	struct gw *gw = arg;
 	struct note *n = note_of(req);
+	size_t nhost;
+	const uint32_t *host = gw_hostaddrs_list(gw, &nhost);
 	struct gw_dns_limits lim = {
 		.ttl_min = gw->cfg.dns_ttl_min,
 		.ttl_max = gw->cfg.dns_ttl_max,
@@ -112,6 +114,8 @@ dns_response(void *arg, struct dns_request *req, struct dns_response *r,
 		.pool_net = gw->pool_net,
 		.pool_mask = gw->pool_mask,
 		.uplink = { gw->uplink[0], gw->uplink[1] },
+		.host_addrs = host,
+		.nhost_addrs = nhost,
 	};
 	bool limited;
 

@@ -147,10 +147,10 @@ cmp_addr(const void *x, const void *y)
 }
 
 static bool
-is_host(const struct gw_decide_ctx *ctx, uint32_t addr)
+is_host(const uint32_t *host_addrs, size_t n, uint32_t addr)
 {
-	return ctx->nhost_addrs > 0 && bsearch(&addr, ctx->host_addrs,
-	    ctx->nhost_addrs, sizeof(addr), cmp_addr) != NULL;
+	return n > 0 && bsearch(&addr, host_addrs, n, sizeof(addr),
+	    cmp_addr) != NULL;
 }
 
 static bool
@@ -186,7 +186,7 @@ gw_decide(const struct gw_decide_ctx *ctx, const struct nfq_tuple *t,
 	 * one is the host's own, not forwarded (hostaddr.c). */
 	if ((t->daddr & ctx->pool_mask) == ctx->pool_net ||
 	    is_uplink(ctx->uplink, t->daddr) ||
-	    is_host(ctx, t->daddr)) {
+	    is_host(ctx->host_addrs, ctx->nhost_addrs, t->daddr)) {
 		deny(ctx, GW_R_INTERNAL_DEST, out);
 		return;
 	}
@@ -397,8 +397,9 @@ append_addr(char *list, size_t len, const uint8_t a[4])
  * CIDRs name them: otherwise an allowed name under an attacker's control
  * (or a compromised record) would point the sandbox at the gateway, the
  * host, a metadata service or the local network (DNS rebinding). The
- * gateway's uplink and its peer may be anywhere (--uplink-addr): they
- * are named, not found among the ranges.
+ * gateway's uplink and its peer may be anywhere (--uplink-addr), and so
+ * may the host's own addresses with the uplink through it: they are
+ * named, not found among the ranges.
  */
 static bool
 rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
@@ -407,7 +408,8 @@ rebinding_target(const struct gw_dns_limits *lim, const uint8_t a[4])
 
 	memcpy(&addr, a, 4);
 	if ((addr & lim->pool_mask) == lim->pool_net ||
-	    is_uplink(lim->uplink, addr))
+	    is_uplink(lim->uplink, addr) ||
+	    is_host(lim->host_addrs, lim->nhost_addrs, addr))
 		return true;
 	switch (a[0]) {
 	case 0: case 10: case 127:

@@ -135,6 +135,8 @@ struct gw_dns_limits {
 	unsigned	ttl_min, ttl_max, grace;	/* seconds */
 	uint32_t	pool_net, pool_mask;		/* network order */
 	uint32_t	uplink[2];	/* as in gw_decide_ctx */
+	const uint32_t	*host_addrs;	/* as in gw_decide_ctx */
+	size_t		 nhost_addrs;
 };
 
 /*
@@ -150,7 +152,7 @@ unsigned gw_dns_rcode(const struct dns_response *r);
  * releasing it: an answer whose rcode is not NOERROR keeps no record and
  * binds nothing; of a NOERROR one only the CNAME chain from name and its A
  * records are kept; rebinding targets (private, loopback, link-local, ...,
- * the pool, the uplink's two addresses) are stripped unless the policy's
+ * the pool, the uplink's two addresses, the host's) are stripped unless the policy's
  * CIDRs cover them; TTLs are capped at ttl_max; an address that cannot be
  * bound is stripped. Kept and stripped addresses are listed
  * comma-separated in answers/stripped. Returns true if some address had to

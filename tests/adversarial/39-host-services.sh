@@ -40,7 +40,7 @@ sleep 0.3
 nsenter --net="/run/netns/$hostns" "$SLUICED" -f --netns "$TB_NETNS_GW" \
     --control "$TB_DIR/ctl.sock" --db "$TB_DIR/flows.db" \
     --state-dir "$TB_DIR/state" --pool "$TB_POOL" \
-    </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
+    --dns-upstream "$TB_ADDR_DNS" </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
 pid=$!
 echo "$pid" >> "$TB_DIR/pids"
 for i in $(seq 50); do
@@ -76,6 +76,20 @@ out=$(echo host-secret-3 | tb_in a nc -w 2 198.51.100.77 2222 2>/dev/null)
 tb_assert_eq "$out" "" "an address the host got later: no answer"
 tb_check "... denied as internal_destination" tb_wait_rows \
     "SELECT count(*) FROM flows WHERE dst_ip = '198.51.100.77' AND reason = 'internal_destination'" 1
+
+# a name that resolves to the host: its address is stripped from the
+# answer (the upstream did give it), as the uplink's are
+tb_dnsmasq_restart --host-record=host.test,$hostaddr || tb_fail "dnsmasq with host.test"
+cat > "$TB_DIR/policy-b.json" <<JSON
+{"network": {"allowedDomains": ["host.test:2222"]}}
+JSON
+tb_check "sandbox b add" tb_sandbox_add b "$TB_DIR/policy-b.json"
+tb_assert_eq "$(tb_in b dig +short host.test A)" "" "host.test: no address reaches the sandbox"
+tb_check "the upstream answered it" [ "$(tb_upstream_queries '^host\.test$')" -ge 1 ]
+tb_check "the answer's row lists it stripped" tb_wait_rows \
+    "SELECT count(*) FROM dns_queries WHERE qname = 'host.test' AND stripped LIKE '%$hostaddr%'" 1
+out=$(echo host-secret-4 | tb_in b nc -w 2 "$hostaddr" 2222 2>/dev/null)
+tb_assert_eq "$out" "" "b reaches nothing at the host's address"
 
 # the host's own chain holds without the verdict: from the gateway's own
 # namespace (its uplink address, as NAT makes every sandbox's packet),

@@ -274,6 +274,8 @@ handle(struct gw *gw, json_t *req)
 			    json_integer((json_int_t)gw->server_reset_errors));
 			json_object_set_new(q, "server_resets_enabled",
 			    json_boolean(gw->rst_fd != -1));
+			json_object_set_new(q, "hello_retries",
+			    json_integer((json_int_t)gw->hello_retries));
 		}
 		/* TLS connections named from the classifier's cache, and
 		 * those it did not hold */

@@ -331,6 +331,10 @@ struct gw {
 	struct gw_later {
 		struct nfq_packet	 pkt;	/* a copy: headers only */
 		struct nfq_tuple	 t;
+		uint8_t			 head[64];	/* its payload's first
+						 * bytes (a server's answer
+						 * tells a HelloRetryRequest
+						 * by them: inspect.c) */
 	}			 later[GW_LATER_MAX];
 	size_t			 nlater;
 	uint64_t		 later_full;
@@ -366,6 +370,9 @@ struct gw {
 	uint64_t		 verify_expired;	/* TLS connections whose
 						 * server never acknowledged
 						 * the hello (inspect.c) */
+	uint64_t		 hello_retries;	/* ... whose server answered
+						 * with a HelloRetryRequest:
+						 * cut (inspect.c) */
 	uint64_t		 stale_syns;	/* flights held from SYNs
 						 * conntrack did not take as
 						 * new (inspect.c) */

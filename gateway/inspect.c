@@ -23,6 +23,78 @@
 enum hold_kind { HOLD_TLS = GW_INSPECT_TLS, HOLD_HTTP = GW_INSPECT_HTTP };
 
 /*
+ * The first bytes of a TLS server's answer: a HelloRetryRequest is a
+ * ServerHello whose random is the SHA-256 of "HelloRetryRequest" (RFC
+ * 8446, 4.1.3), at bytes 11..42 of the stream (a record header of 5, the
+ * handshake's type and length, 4, the version, 2). After one the client
+ * sends its hello again, and a server that does not check that it is the
+ * same (nginx and OpenSSL 3.0 do not) takes the name of the second: a
+ * connection whose first hello named an allowed name reached another on
+ * the same address (found by review, 2026-12-03; adversarial 60). So a
+ * TLS connection is let go only once its server's first bytes are read
+ * and are not one; one that is, is cut. The stream starts where the
+ * server's first packet after the hello does (start: before its answer
+ * the server sends nothing, so every packet until then has that sequence
+ * number; an earlier one seen later moves it back and starts over).
+ */
+#define SRV_HEAD	43
+static const uint8_t hrr_random[32] = {
+	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11,
+	0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+	0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
+	0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+};
+
+struct srv_head {
+	bool		started;
+	uint32_t	start;		/* the stream's first sequence number */
+	uint64_t	have;		/* bit i: b[i] is known */
+	uint8_t		b[SRV_HEAD];
+};
+
+enum srv_kind { SRV_UNKNOWN, SRV_OTHER, SRV_RETRY };
+
+/* A server segment, t (a copy's: what was copied of its bytes). A SYN's
+ * takes a number of its own: the stream starts after it. */
+static void
+srv_feed(struct srv_head *s, const struct nfq_tuple *t)
+{
+	uint32_t seq = t->tcp_seq + ((t->tcp_flags & TH_SYN) ? 1 : 0), off;
+	const uint8_t *p = t->l4_payload;
+	size_t len = t->l4_len, i;
+
+	if (!s->started || (int32_t)(seq - s->start) < 0) {
+		s->started = true;
+		s->start = seq;
+		s->have = 0;
+	}
+	off = seq - s->start;
+	for (i = 0; p != NULL && i < len && off + i < SRV_HEAD; i++) {
+		s->b[off + i] = p[i];
+		s->have |= (uint64_t)1 << (off + i);
+	}
+}
+
+static enum srv_kind
+srv_kind(const struct srv_head *s)
+{
+	const uint64_t random = (((uint64_t)1 << 32) - 1) << 11;
+
+	if (!(s->have & 1))
+		return SRV_UNKNOWN;
+	if (s->b[0] != 0x16)		/* no handshake record: an alert */
+		return SRV_OTHER;
+	if (!(s->have & ((uint64_t)1 << 5)))
+		return SRV_UNKNOWN;
+	if (s->b[5] != 0x02)		/* no ServerHello */
+		return SRV_OTHER;
+	if ((s->have & random) != random)
+		return SRV_UNKNOWN;
+	return memcmp(s->b + 11, hrr_random, sizeof(hrr_random)) == 0 ?
+	    SRV_RETRY : SRV_OTHER;
+}
+
+/*
  * One flow under inspection. TLS flows live here from their SYN until the
  * server has acknowledged the ClientHello that was decided; HTTP flows for
  * the whole connection, since every request head is checked.
@@ -66,6 +138,11 @@ struct hold {
 	uint32_t		 server_ack;	/* the highest the server has
 						 * acknowledged, as seen */
 	bool			 server_acked;	/* ... once it has */
+	bool			 hello_acked;	/* TLS: the server acknowledged
+						 * the whole hello; it is let go
+						 * once srv says its answer is
+						 * no HelloRetryRequest */
+	struct srv_head		 srv;		/* TLS: its answer's first bytes */
 	/* HTTP: the framing bytes read (heads, chunk lines, trailers) that
 	 * the server has not acknowledged yet */
 	struct nfq_kept		 kept;
@@ -124,7 +201,7 @@ struct hold {
 };
 
 /* The ACK of a server's packet read before the flight it proves, or its
- * reset. */
+ * reset; and the first bytes of the server's stream, if a copy had them. */
 struct early {
 	struct nfq_flow_key	 key;	/* the hold's: the client's way */
 	uint32_t		 ack;	/* the furthest */
@@ -134,6 +211,7 @@ struct early {
 					 * that made it or last moved ack */
 	bool			 rst;	/* the server reset the connection */
 	uint64_t		 ms;	/* when first read; 0: the slot is free */
+	struct srv_head		 srv;
 };
 
 struct gw_holds {
@@ -739,7 +817,54 @@ tls_verified(struct gw *gw, struct hold *h, uint64_t now)
 	    NF_ACCEPT, GW_MARK_ALLOW);
 	fl->flight = true;
 	fl->tag = h->reasm->base;
+	release(gw, h, GW_MARK_ALLOW);	/* what came after the hello */
 	hold_free(gw, h);
+}
+
+/*
+ * The server answered the hello with a HelloRetryRequest: the client's
+ * next hello, whatever name it carries, would go on unread. The
+ * connection is cut as one whose proof never came (expire_proof), with a
+ * row that says why; in audit mode it is let go. What the client sent
+ * after its first hello was held here (verify_client) and is dropped.
+ */
+static void
+cut_retry(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
+{
+	log_debug("a HelloRetryRequest on a connection to port %u: cut",
+	    h->key.dport);
+	gw->hello_retries++;
+	if (gw->ctmark != NULL)
+		(void)conn_mark(gw, h, sb != NULL &&
+		    sb->policy->mode == POLICY_AUDIT ? GW_MARK_ALLOW :
+		    GW_MARK_DENY);
+	deny_hold(gw, sb, h, GW_R_HELLO_RETRY, NULL, NULL);
+}
+
+/*
+ * Whether h, verifying, is done: its hello acknowledged and its server's
+ * answer no HelloRetryRequest (its connection then let go), or one (cut).
+ * True when h is gone; mark is what its connection carries otherwise.
+ */
+static bool
+tls_settle(struct gw *gw, struct hold *h, uint64_t now, uint32_t *mark)
+{
+	*mark = GW_MARK_VERIFY;
+	if (!h->hello_acked)
+		return false;
+	switch (srv_kind(&h->srv)) {
+	case SRV_UNKNOWN:
+		return false;
+	case SRV_RETRY:
+		cut_retry(gw, gw_sandbox_by_ifindex(gw, h->key.ifindex), h);
+		return true;
+	case SRV_OTHER:
+		break;
+	}
+	h->verifying = false;
+	*mark = GW_MARK_ALLOW;
+	(void)now;
+	return false;
 }
 
 /*
@@ -812,10 +937,12 @@ early_keep(struct gw *gw, const struct nfq_flow_key *k,
 		e->key = *k;
 		e->acked = false;
 		e->rst = false;
+		e->srv.started = false;
 		e->ms = now;
 		e->has_gseq = pkt->has_gseq;
 		e->gseq = pkt->gseq;
 	}
+	srv_feed(&e->srv, t);
 	if (t->tcp_flags & TH_RST)
 		e->rst = true;
 	else if (!e->acked || (int32_t)(t->tcp_ack - e->ack) > 0) {
@@ -851,7 +978,7 @@ static bool
 early_take(struct gw *gw, struct hold *h, uint64_t now)
 {
 	struct early *e = early_find(gw, &h->key, now, NULL);
-	uint32_t ack;
+	uint32_t ack, mark;
 
 	if (e == NULL)
 		return false;
@@ -872,7 +999,12 @@ early_take(struct gw *gw, struct hold *h, uint64_t now)
 	gw->early_used++;
 	h->server_ack = ack;
 	h->server_acked = true;
-	h->verifying = false;
+	h->hello_acked = true;
+	h->srv = e->srv;
+	if (tls_settle(gw, h, now, &mark))
+		return true;		/* a HelloRetryRequest: cut */
+	if (mark != GW_MARK_ALLOW)
+		return false;		/* its answer's first bytes to come */
 	(void)conn_mark(gw, h, GW_MARK_ALLOW);
 	tls_verified(gw, h, now);
 	return true;
@@ -1168,6 +1300,20 @@ verify_client(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
 		    sb->name);
 		add_id(gw, h, pkt->id);
 		deny_hold(gw, sb, h, GW_R_MALFORMED_TLS, NULL, NULL);
+		return;
+	}
+	/* bytes past the hello before the server's answer to it is read:
+	 * a second hello sent ahead of a HelloRetryRequest it expects (or
+	 * early data) waits here until that answer says which it is */
+	if (!pkt->copy && t->l4_len > 0 &&
+	    (int32_t)(seq + (uint32_t)t->l4_len - h->sent_end) > 0 &&
+	    !(t->tcp_flags & TH_RST)) {
+		if (h->nids == GW_HOLD_PKTS) {
+			add_id(gw, h, pkt->id);
+			deny_hold(gw, sb, h, GW_R_HOLD_OVERFLOW, NULL, NULL);
+			return;
+		}
+		add_id(gw, h, pkt->id);
 		return;
 	}
 	if (!pkt->copy && nfq_queue_verdict(gw->queue, pkt->id, NF_ACCEPT,
@@ -1556,7 +1702,10 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 			l->t.tcp_opts = NULL;
 			l->t.tcp_optlen = 0;
 			l->t.l4_payload = NULL;
-			l->t.l4_len = 0;
+			l->t.l4_len = t->l4_len < sizeof(l->head) ? t->l4_len :
+			    sizeof(l->head);
+			if (l->t.l4_len > 0)
+				memcpy(l->head, t->l4_payload, l->t.l4_len);
 			return;
 		} else {
 			/* no room: kept for its hello's copy instead */
@@ -1605,11 +1754,29 @@ verify_reply(struct gw *gw, const struct nfq_packet *pkt,
 		h->server_acked = true;
 	}
 	if (h->kind == HOLD_TLS) {
-		if (h->verifying && (t->tcp_flags & TH_ACK) &&
-		    (int32_t)(t->tcp_ack - h->sent_end) >= 0) {
-			h->verifying = false;
-			mark = GW_MARK_ALLOW;
-		} else if (!h->verifying)
+		if (h->verifying) {
+			/* the hello acknowledged, and the first bytes of
+			 * the answer to it read (srv_head) */
+			srv_feed(&h->srv, t);
+			if ((t->tcp_flags & TH_ACK) &&
+			    (int32_t)(t->tcp_ack - h->sent_end) >= 0)
+				h->hello_acked = true;
+			/* a server that closes without a byte sends no
+			 * HelloRetryRequest either */
+			if ((t->tcp_flags & TH_FIN) && t->l4_len == 0 &&
+			    t->tcp_seq == h->srv.start && h->srv.have == 0 &&
+			    h->hello_acked) {
+				h->verifying = false;
+				mark = GW_MARK_ALLOW;
+			} else if (tls_settle(gw, h, now, &mark)) {
+				/* cut; a queued packet of the server's
+				 * goes no further either */
+				if (!pkt->copy && nfq_queue_verdict(gw->queue,
+				    pkt->id, NF_DROP, false, 0) == -1)
+					log_warn("verdict");
+				return;
+			}
+		} else
 			mark = GW_MARK_INSPECT;	/* nothing out to prove */
 		proof_mark(gw, pkt, h, mark);
 		if (mark == GW_MARK_ALLOW)
@@ -1707,9 +1874,12 @@ gw_verify_settle(struct gw *gw)
 	/* the hellos' copies first; their SYNs' reads of server copies may
 	 * put more off, taken in turn */
 	(void)gw_fastsyn_drain(gw);
-	for (i = 0; i < gw->nlater; i++)
-		verify_reply(gw, &gw->later[i].pkt, &gw->later[i].t, true,
-		    gw_now_ms());
+	for (i = 0; i < gw->nlater; i++) {
+		struct gw_later *l = &gw->later[i];
+
+		l->t.l4_payload = l->t.l4_len > 0 ? l->head : NULL;
+		verify_reply(gw, &l->pkt, &l->t, true, gw_now_ms());
+	}
 	gw->nlater = 0;
 }
 

@@ -37,6 +37,7 @@ static const char *const reason_names[GW_R_COUNT] = {
 	[GW_R_NO_INSPECTION_STATE] = "no_inspection_state",
 	[GW_R_IPV6] = "ipv6",
 	[GW_R_RATE_LIMITED] = "rate_limited",
+	[GW_R_HELLO_RETRY] = "hello_retry",
 };
 
 const char *

@@ -50,6 +50,9 @@ enum gw_reason {
 	GW_R_IPV6,		/* IPv6 from a sandbox: never carried (ipv6.c) */
 	GW_R_RATE_LIMITED,	/* over one of its sandbox's bounds (limits.c);
 				 * denied in audit mode too */
+	GW_R_HELLO_RETRY,	/* the server asked for a second ClientHello
+				 * (a TLS 1.3 HelloRetryRequest), which is
+				 * not read: the connection is cut */
 	GW_R_COUNT
 };
 

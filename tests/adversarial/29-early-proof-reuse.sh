@@ -12,7 +12,9 @@
 # only allow rows for a.test. Now a kept copy proves only a connection
 # that began before its server's packet was logged (the kernel's global
 # count of NFLOG copies): A's is dropped (copies.older), and b.test's
-# hello is read and refused. Checked at nginx: no b.test.
+# hello is read and refused. Checked at nginx: no b.test. (Since the
+# HelloRetryRequest check a proof also needs the first bytes of the
+# server's answer, which B's server never sends.)
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_init adv-early-proof
 tb_internet_up || { tb_fail "test bed up"; tb_done; }
@@ -33,7 +35,12 @@ for i in 1 2 3 4 5 6; do
 	*) tb_pass "try $i: b.test's hello did not reach the server's TLS" ;;
 	esac
 done
-tb_assert_le 1 "$(tb_status copies.older)" "the older connection's copies were told apart (copies.older)"
+# Since a TLS proof needs the server's answer's first bytes too (the
+# HelloRetryRequest check, adversarial 60), A's answer is read by A's own
+# hold, and what B finds kept is an ACK alone at most: told apart as
+# older, or proving nothing without B's server's bytes. Either way no
+# kept copy may have let B go.
+tb_assert_eq "$(tb_status copies.early_used)" 0 "no kept copy proved B (copies.older: $(tb_status copies.older))"
 sleep 0.5
 tb_assert_eq "$(grep -c 'sni=b.test' "$TB_DIR/nginx.access.log")" 0 "nginx served nothing for b.test"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE sni = 'b.test' AND verdict = 'allow'")" 0 \

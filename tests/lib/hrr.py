@@ -6,7 +6,8 @@ with no key share; its second, after the HelloRetryRequest, names SNI2 (RFC
 TLS_AES_128_GCM_SHA256, written out here: no TLS library lets a client
 change its name between the two hellos) and asks GET / with Host SNI2.
 Prints "hrr received", "certificate for NAMES" and "answer: BODY", or why
-it stopped."""
+it stopped. HRR_EARLY=1 sends the second hello at once, before the
+HelloRetryRequest comes."""
 import hashlib, hmac, os, socket, struct, sys
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -48,8 +49,17 @@ def read_record():
             raise SystemExit("closed; got %r" % buf[:50])
         buf += d
 
+early = os.environ.get("HRR_EARLY") == "1"
+priv = X25519PrivateKey.generate()
+from cryptography.hazmat.primitives import serialization as _s
+pub = priv.public_key().public_bytes(_s.Encoding.Raw, _s.PublicFormat.Raw)
 ch1 = hello(sni1, b"")
 s.sendall(rec(22, ch1))
+if early:
+    # HRR_EARLY=1: the second hello goes at once, ahead of the
+    # HelloRetryRequest it expects (no cookie: the server sends none)
+    ch2 = hello(sni2, struct.pack(">HH", 0x1d, 32) + pub)
+    s.sendall(rec(22, ch2))
 ct, hrr = read_record()
 if ct != 22 or hrr[0] != 2:
     raise SystemExit("no HRR: %d %r" % (ct, hrr[:10]))
@@ -61,11 +71,9 @@ el = struct.unpack(">H", hrr[p:p+2])[0]; p += 2; end = p + el
 while p < end:
     t, l = struct.unpack(">HH", hrr[p:p+4]); v = hrr[p+4:p+4+l]; p += 4 + l
     if t == 44: cookie = v
-priv = X25519PrivateKey.generate()
-from cryptography.hazmat.primitives import serialization as _s
-pub = priv.public_key().public_bytes(_s.Encoding.Raw, _s.PublicFormat.Raw)
-ch2 = hello(sni2, struct.pack(">HH", 0x1d, 32) + pub, cookie)
-s.sendall(rec(22, ch2))
+if not early:
+    ch2 = hello(sni2, struct.pack(">HH", 0x1d, 32) + pub, cookie)
+    s.sendall(rec(22, ch2))
 H = hashlib.sha256
 th = H()
 th.update(b"\xfe\x00\x00\x20" + H(ch1).digest())

@@ -81,6 +81,8 @@ def ctx(name):
 ctxs = {n: ctx(n) for n in ("a.test", "b.test")}
 base = ctx("a.test")
 def cb(sock, name, _):
+    with open(log, "a") as f:
+        f.write("sni %s\n" % name)
     if name in ctxs:
         sock.context = ctxs[name]
         sock.sni_seen = name
@@ -115,6 +117,8 @@ out=$(ip netns exec "$TB_NETNS_INET" "$TB_PY" "$TB_LIB/hrr.py" "$TB_ADDR_HTTPS" 
 tb_assert_match "$out" "answer: hello from b.test" "without sluice, nginx (TLS 1.3) serves the second hello's name"
 out=$(ip netns exec "$TB_NETNS_INET" "$TB_PY" "$TB_LIB/hrr.py" "$TB_ADDR_HTTPS" a.test b.test "$PYS" 2>&1)
 tb_assert_match "$out" "answer: hello from b.test" "without sluice, OpenSSL's server serves the second hello's name"
+out=$(ip netns exec "$TB_NETNS_INET" env HRR_EARLY=1 "$TB_PY" "$TB_LIB/hrr.py" "$TB_ADDR_HTTPS" a.test b.test "$NGX" 2>&1)
+tb_assert_match "$out" "answer: hello from b.test" "... and nginx a second hello sent at once, ahead of the HelloRetryRequest"
 : > "$TB_DIR/ngx13.access.log"
 : > "$TB_DIR/pysrv.log"
 
@@ -131,18 +135,24 @@ tb_assert_eq "$out" "hello from a.test" "a.test over TLS 1.3 is served"
 out=$(tb_in a curl -s --max-time 5 --cacert "$TB_CA" --resolve "b.test:$NGX:$TB_ADDR_HTTPS" "https://b.test:$NGX/" 2>&1; echo "rc=$?")
 tb_assert_match "$out" "rc=35|rc=56|rc=7" "b.test's own hello is refused"
 
-for port in $NGX $PYS; do
-	out=$(tb_in a "$TB_PY" "$TB_LIB/hrr.py" "$TB_ADDR_HTTPS" a.test b.test "$port" 2>&1)
-	echo "port $port: $out"
-	case "$out" in *"answer: hello from b.test"*) served=yes ;; *) served=no ;; esac
-	tb_assert_eq "$served" no "port $port: the sandbox gets no answer from b.test after a HelloRetryRequest"
+for early in 0 1; do
+	for port in $NGX $PYS; do
+		out=$(tb_in a env HRR_EARLY=$early "$TB_PY" "$TB_LIB/hrr.py" "$TB_ADDR_HTTPS" a.test b.test "$port" 2>&1)
+		echo "port $port, second hello at once $early: $out"
+		case "$out" in *"answer: hello from b.test"*) served=yes ;; *) served=no ;; esac
+		tb_assert_eq "$served" no "port $port (second hello at once: $early): the sandbox gets no answer from b.test"
+	done
 done
 sleep 0.5
 tb_assert_eq "$(grep -c 'sni=b.test' "$TB_DIR/ngx13.access.log")" 0 \
     "nginx served nothing under the SNI b.test (its log: $(tr '\n' ';' < "$TB_DIR/ngx13.access.log"))"
 tb_assert_eq "$(grep -c 'served b.test' "$TB_DIR/pysrv.log")" 0 \
     "the OpenSSL server served nothing under the SNI b.test"
-tb_wait_rows "SELECT count(*) FROM flows WHERE dst_port IN ($NGX, $PYS)" 4 >/dev/null
+tb_assert_eq "$(grep -c 'sni b.test' "$TB_DIR/pysrv.log")" 0 \
+    "... nor read a hello naming it, not even one sent ahead (its log: $(tr '\n' ';' < "$TB_DIR/pysrv.log"))"
+tb_check "each of the four is cut, with a row that says why" tb_wait_rows \
+    "SELECT count(*) FROM flows WHERE dst_port IN ($NGX, $PYS) AND verdict = 'deny' AND reason = 'hello_retry'" 4
+tb_assert_eq "$(tb_status queue.hello_retries)" 4 "sluice status counts them (queue.hello_retries)"
 echo "rows: $(tb_sql "SELECT dst_port, verdict, reason, ifnull(sni, '-') FROM flows WHERE dst_port IN ($NGX, $PYS) ORDER BY id" | tr '\n' ' ')"
 tb_assert_eq "$(tb_sql "SELECT count(*) FROM flows WHERE sni = 'b.test' AND verdict = 'allow'")" 0 \
     "no row allows b.test"

@@ -801,6 +801,24 @@ tls_step(struct gw *gw, struct gw_sandbox *sb, struct hold *h, uint64_t now)
 }
 
 /*
+ * Ends a connection whose decided bytes went out: a second row (reason),
+ * and with copies its mark says so at once, so that neither side's
+ * packets pass or are copied any longer (in audit mode it is let go
+ * instead). Without copies its next packet either way finds no state and
+ * is refused.
+ */
+static void
+cut_verifying(struct gw *gw, struct gw_sandbox *sb, struct hold *h,
+    enum gw_reason reason)
+{
+	if (gw->ctmark != NULL)
+		(void)conn_mark(gw, h, sb != NULL &&
+		    sb->policy->mode == POLICY_AUDIT ? GW_MARK_ALLOW :
+		    GW_MARK_DENY);
+	deny_hold(gw, sb, h, reason, NULL, NULL);
+}
+
+/*
  * The server has acknowledged every byte of the ClientHello that was
  * decided: the rest of the connection stays in the kernel. Packets already
  * queued behind this one, either side's, follow the verdict for a moment
@@ -834,11 +852,7 @@ cut_retry(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
 	log_debug("a HelloRetryRequest on a connection to port %u: cut",
 	    h->key.dport);
 	gw->hello_retries++;
-	if (gw->ctmark != NULL)
-		(void)conn_mark(gw, h, sb != NULL &&
-		    sb->policy->mode == POLICY_AUDIT ? GW_MARK_ALLOW :
-		    GW_MARK_DENY);
-	deny_hold(gw, sb, h, GW_R_HELLO_RETRY, NULL, NULL);
+	cut_verifying(gw, sb, h, GW_R_HELLO_RETRY);
 }
 
 /*
@@ -1600,10 +1614,8 @@ on_refusal(void *arg, const struct nfq_ct_end *e, int error)
 
 /*
  * The server has not acknowledged the bytes sluiced decided on within
- * GW_VERIFY_MS: the connection ends, with a row (hold_timeout), and with
- * copies its mark says so at once, so that neither side's packets pass or
- * are copied any longer (in audit mode it is let go instead). Without
- * copies its next packet either way finds no state and is refused.
+ * GW_VERIFY_MS (or, on TLS, sent the first bytes of its answer): the
+ * connection ends, with a row (hold_timeout).
  */
 static void
 expire_proof(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
@@ -1611,11 +1623,7 @@ expire_proof(struct gw *gw, struct gw_sandbox *sb, struct hold *h)
 	log_debug("decided bytes to port %u never acknowledged",
 	    h->key.dport);
 	gw->verify_expired++;
-	if (gw->ctmark != NULL)
-		(void)conn_mark(gw, h, sb != NULL &&
-		    sb->policy->mode == POLICY_AUDIT ? GW_MARK_ALLOW :
-		    GW_MARK_DENY);
-	deny_hold(gw, sb, h, GW_R_HOLD_TIMEOUT, NULL, NULL);
+	cut_verifying(gw, sb, h, GW_R_HOLD_TIMEOUT);
 }
 
 /*

@@ -267,15 +267,14 @@ link_index_cb(const struct nlmsghdr *nlh, void *arg)
 	return 0;
 }
 
-int
-gw_nl_link_index(struct gw_nl *nl, const char *name, uint32_t *ifindex,
+/* Starts an RTM_GETLINK of the interface called name; -1 with ENODEV and
+ * err (what) if no name that long can be one. */
+static int
+getlink_by_name(struct gw_nl *nl, const char *name, const char *what,
     char *err, size_t errlen)
 {
 	struct nlmsghdr *nlh;
-	char what[IF_NAMESIZE + 16];
 
-	snprintf(what, sizeof(what), "find %s", name);
-	*ifindex = 0;
 	if (strlen(name) >= IF_NAMESIZE) {
 		errno = ENODEV;
 		fail(err, errlen, what, "name too long");
@@ -287,6 +286,19 @@ gw_nl_link_index(struct gw_nl *nl, const char *name, uint32_t *ifindex,
 	put_ifinfo(nlh, 0);
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
 	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+	return 0;
+}
+
+int
+gw_nl_link_index(struct gw_nl *nl, const char *name, uint32_t *ifindex,
+    char *err, size_t errlen)
+{
+	char what[IF_NAMESIZE + 16];
+
+	snprintf(what, sizeof(what), "find %s", name);
+	*ifindex = 0;
+	if (getlink_by_name(nl, name, what, err, errlen) == -1)
+		return -1;
 	if (transact(nl, link_index_cb, ifindex, what, err, errlen) == -1)
 		return -1;
 	if (*ifindex == 0) {
@@ -389,16 +401,8 @@ gw_nl_veth_peer(struct gw_nl *nl, const char *name, int peer_nsfd,
 
 	snprintf(what, sizeof(what), "peer of %s", name);
 	*peer = 0;
-	if (strlen(name) >= IF_NAMESIZE) {
-		errno = ENODEV;
-		fail(err, errlen, what, "name too long");
-		return -1;
-	}
-	nlh = req_start(nl, RTM_GETLINK, 0);
-	put_ifinfo(nlh, 0);
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-	if (transact(nl, veth_link_cb, &vl, what, err, errlen) == -1)
+	if (getlink_by_name(nl, name, what, err, errlen) == -1 ||
+	    transact(nl, veth_link_cb, &vl, what, err, errlen) == -1)
 		return -1;
 	if (vl.ifindex == 0) {
 		errno = ENODEV;

@@ -24,6 +24,12 @@
  * says one came or went (RTNLGRP_IPV4_IFADDR, on a socket opened in the
  * host's namespace, which it keeps). 127/8 is left out: the kernel
  * drops a loopback destination that comes in on a veth as martian.
+ * The broadcast addresses of the host's networks are kept too: a
+ * datagram to one is the host's as well (delivered to its sockets bound
+ * to the wildcard address), and audit mode lets UDP through, DNS
+ * included; the host's chain let port 53 on, and a sandbox in audit mode
+ * reached a DNS server listening on the host (found by review,
+ * 2026-12-03: adversarial 37).
  */
 
 #define HOSTADDR_MAX	1024	/* beyond: the rest is the INPUT chain's */
@@ -69,7 +75,8 @@ refresh(struct gw *gw)
 	for (tries = 0; tries < 3; tries++) {
 		tmp.n = 0;
 		tmp.over = false;
-		if (gw_nl_addrs(h->nl, add_addr, &tmp, err, sizeof(err)) == 0)
+		if (gw_nl_addrs(h->nl, true, add_addr, &tmp, err,
+		    sizeof(err)) == 0)
 			break;
 		if (errno != EAGAIN || tries == 2) {
 			log_warnx("host addresses: %s (the last list stays)",

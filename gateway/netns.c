@@ -670,10 +670,17 @@ host_input(const char *chain, const char *peer, const char *comment,
 	char *est[] = { "iptables", "-w", "5", "-A", (char *)chain, "-m",
 	    "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN",
 	    NULL };
+	/* to the host's own addresses only (unicast): a broadcast of one
+	 * of its networks is local too, but no question of sluiced's goes
+	 * there, and a sandbox's datagram may (audit mode lets UDP and DNS
+	 * to other resolvers through; adversarial 37). Without xt_addrtype,
+	 * the rules without the match (slot 9 ends them early) */
 	char *udp[] = { "iptables", "-w", "5", "-A", (char *)chain, "-p",
-	    "udp", "--dport", "53", "-j", "RETURN", NULL };
+	    "udp", "--dport", "53", "-m", "addrtype", "--dst-type", "LOCAL",
+	    "-j", "RETURN", NULL };
 	char *tcp[] = { "iptables", "-w", "5", "-A", (char *)chain, "-p",
-	    "tcp", "--dport", "53", "-j", "RETURN", NULL };
+	    "tcp", "--dport", "53", "-m", "addrtype", "--dst-type", "LOCAL",
+	    "-j", "RETURN", NULL };
 	char *drop[] = { "iptables", "-w", "5", "-A", (char *)chain, "-j",
 	    "DROP", NULL };
 	char *jump[] = { "iptables", "-w", "5", NULL, "INPUT", "-i",
@@ -695,9 +702,20 @@ host_input(const char *chain, const char *peer, const char *comment,
 	 * to: no moment where the jump leads nowhere */
 	if (gw_run_quiet(mk) != 0 && gw_run_quiet(flush) != 0)
 		return -1;
-	for (i = 0; i < sizeof(fill) / sizeof(fill[0]); i++)
+	for (i = 0; i < sizeof(fill) / sizeof(fill[0]); i++) {
+		if (gw_run_quiet(fill[i]) == 0)
+			continue;
+		if (fill[i] != udp && fill[i] != tcp)
+			return -1;
+		log_warnx("host: iptables: no addrtype match; the host's "
+		    "chain %s lets port 53 on to its broadcast addresses too",
+		    chain);
+		fill[i][9] = "-j";
+		fill[i][10] = "RETURN";
+		fill[i][11] = NULL;
 		if (gw_run_quiet(fill[i]) != 0)
 			return -1;
+	}
 	jump[3] = "-C";
 	if (gw_run_quiet(jump) == 0)
 		return 0;

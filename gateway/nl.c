@@ -667,6 +667,7 @@ gw_nl_links(struct gw_nl *nl, gw_nl_link_cb cb, void *arg, char *err,
 struct addrs_walk {
 	gw_nl_addr_cb	 cb;
 	void		*arg;
+	bool		 broadcast;
 };
 
 static int
@@ -675,7 +676,8 @@ addr_attr_cb(const struct nlattr *attr, void *data)
 	const struct nlattr **tb = data;
 	int type = mnl_attr_get_type(attr);
 
-	if ((type == IFA_LOCAL || type == IFA_ADDRESS) &&
+	if ((type == IFA_LOCAL || type == IFA_ADDRESS ||
+	    type == IFA_BROADCAST) &&
 	    mnl_attr_validate(attr, MNL_TYPE_U32) == 0)
 		tb[type] = attr;
 	return MNL_CB_OK;
@@ -698,18 +700,32 @@ addrs_cb(const struct nlmsghdr *nlh, void *arg)
 	(void)mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb);
 	/* IFA_LOCAL is the address itself; IFA_ADDRESS is the peer's on a
 	 * point-to-point link, and the same as IFA_LOCAL elsewhere */
-	if ((a = tb[IFA_LOCAL] != NULL ? tb[IFA_LOCAL] : tb[IFA_ADDRESS]) != NULL)
-		w->cb(mnl_attr_get_u32(a), w->arg);
+	if ((a = tb[IFA_LOCAL] != NULL ? tb[IFA_LOCAL] : tb[IFA_ADDRESS]) == NULL)
+		return 0;
+	w->cb(mnl_attr_get_u32(a), w->arg);
+	if (!w->broadcast)
+		return 0;
+	if (tb[IFA_BROADCAST] != NULL &&
+	    mnl_attr_get_u32(tb[IFA_BROADCAST]) != 0 &&
+	    mnl_attr_get_u32(tb[IFA_BROADCAST]) != 0xffffffffu)
+		w->cb(mnl_attr_get_u32(tb[IFA_BROADCAST]), w->arg);
+	if (ifa->ifa_prefixlen > 0 && ifa->ifa_prefixlen < 31) {
+		uint32_t mask = htonl(~0u << (32 - ifa->ifa_prefixlen));
+		uint32_t net = mnl_attr_get_u32(a) & mask;
+
+		w->cb(net | ~mask, w->arg);
+		w->cb(net, w->arg);
+	}
 	return 0;
 }
 
 int
-gw_nl_addrs(struct gw_nl *nl, gw_nl_addr_cb cb, void *arg, char *err,
-    size_t errlen)
+gw_nl_addrs(struct gw_nl *nl, bool broadcast, gw_nl_addr_cb cb, void *arg,
+    char *err, size_t errlen)
 {
 	struct nlmsghdr *nlh = req_start(nl, RTM_GETADDR, NLM_F_DUMP);
 	struct ifaddrmsg *ifa;
-	struct addrs_walk w = { cb, arg };
+	struct addrs_walk w = { cb, arg, broadcast };
 
 	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 	ifa->ifa_family = AF_INET;

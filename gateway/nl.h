@@ -92,10 +92,15 @@ int gw_nl_links(struct gw_nl *nl, gw_nl_link_cb cb, void *arg, char *err,
 
 /*
  * Calls cb once per IPv4 address of the namespace (its local address, in
- * network order), as gw_nl_links.
+ * network order), as gw_nl_links; and, with broadcast, once more for each
+ * broadcast address the kernel makes local with it: the one given
+ * (IFA_BROADCAST) and, below a /31, the subnet's all-ones and all-zeros
+ * addresses (the kernel routes the first, and older kernels the second,
+ * as broadcast: delivered to the namespace's own sockets). Addresses may
+ * come more than once.
  */
 typedef void (*gw_nl_addr_cb)(uint32_t addr, void *arg);
-int gw_nl_addrs(struct gw_nl *nl, gw_nl_addr_cb cb, void *arg, char *err,
-    size_t errlen);
+int gw_nl_addrs(struct gw_nl *nl, bool broadcast, gw_nl_addr_cb cb,
+    void *arg, char *err, size_t errlen);
 
 #endif

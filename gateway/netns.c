@@ -610,7 +610,13 @@ cidr_ip(const char *cidr, char *buf, size_t len)
  * anything else sees it: that is the anti-spoofing), no loose TCP pickup
  * (a mid-stream packet without conntrack state is INVALID, not a new
  * flow), no IPv6 on new interfaces, no source routing (a namespace's
- * own default already refuses it: said here, not inherited).
+ * own default already refuses it: said here, not inherited). ARP is
+ * answered on a link only for an address of that link (arp_ignore 1):
+ * by default the kernel answers for any of its addresses on any link,
+ * and a sandbox learnt, without a packet of IP or a row, which other
+ * sandboxes' gateway addresses exist and the uplink's (found by review,
+ * 2026-12-03: adversarial 38); and asked with the link's own address
+ * (arp_announce 2), never another.
  */
 static int
 gateway_sysctls(char *err, size_t errlen)
@@ -624,6 +630,10 @@ gateway_sysctls(char *err, size_t errlen)
 		{ "net/ipv4/conf/all/accept_source_route", "0" },
 		{ "net/ipv4/conf/default/accept_source_route", "0" },
 		{ "net/ipv4/conf/all/send_redirects", "0" },
+		{ "net/ipv4/conf/all/arp_ignore", "1" },
+		{ "net/ipv4/conf/default/arp_ignore", "1" },
+		{ "net/ipv4/conf/all/arp_announce", "2" },
+		{ "net/ipv4/conf/default/arp_announce", "2" },
 		{ "net/ipv4/conf/default/send_redirects", "0" },
 		{ "net/ipv6/conf/all/disable_ipv6", "1" },
 		{ "net/ipv6/conf/default/disable_ipv6", "1" },

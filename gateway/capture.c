@@ -14,6 +14,7 @@
 
 #include "gateway/capture.h"
 #include "gateway/names.h"
+#include "gateway/trustdir.h"
 #include "nfq/nfq.h"
 
 #define PCAP_FILE_HDR	24	/* the file header pcap writes */
@@ -62,6 +63,9 @@ gw_capture_open(const char *dir, size_t max_bytes, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: not a directory", dir);
 		return NULL;
 	}
+	/* files are made, renamed and removed there by name */
+	if (gw_dir_trusted("--capture-denied", dir, 0750, err, errlen) == -1)
+		return NULL;
 	/* files are opened later, possibly after the daemon changed its
 	 * working directory */
 	if (realpath(dir, real) == NULL) {

@@ -17,6 +17,7 @@
 #include "gateway/ctl.h"
 #include "gateway/gw.h"
 #include "gateway/log.h"
+#include "gateway/trustdir.h"
 
 #define CTL_GROUP	"sluice"	/* members may use the socket */
 #define CTL_IO_MS	2000		/* a client gets this long to talk */
@@ -87,6 +88,9 @@ gw_control_open(struct gw *gw, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 			return -1;
 		}
+		/* the socket is chowned and chmodded by its path */
+		if (gw_dir_trusted("--control", dir, 0750, err, errlen) == -1)
+			return -1;
 	}
 	if ((fd = gw_unix_listen(path, 64, err, errlen)) == -1)
 		return -1;

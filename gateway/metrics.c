@@ -18,6 +18,7 @@
 #include "gateway/ctl.h"
 #include "gateway/gw.h"
 #include "gateway/metrics.h"
+#include "gateway/trustdir.h"
 
 #define NVERDICTS	(GW_AUDIT + 1)
 #define QUEUE_TABLE	"/proc/thread-self/net/netfilter/nfnetlink_queue"
@@ -1144,6 +1145,9 @@ listen_unix(struct gw_metrics *m, const char *path, char *err, size_t errlen)
 	snprintf(dir, sizeof(dir), "%s", path);
 	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
 		*slash = '\0';
+		if (gw_dir_trusted("--metrics-socket", dir, 0750, err,
+		    errlen) == -1)
+			return -1;
 		if (mkdir(dir, 0750) == -1 && errno != EEXIST) {
 			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 			return -1;

@@ -19,6 +19,7 @@
 
 #include "gateway/capture.h"
 #include "gateway/gw.h"
+#include "gateway/trustdir.h"
 #include "gateway/log.h"
 #include "gateway/service.h"
 #include "gateway/verdict.h"
@@ -276,6 +277,13 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	umask(027);
 
+	/* root writes and reads back files in these: nobody else may be
+	 * able to change what is there */
+	if (gw_dir_trusted("--state-dir", gw.cfg.state_dir, 0750, err,
+	    sizeof(err)) == -1 ||
+	    gw_dir_trusted_parent("--db", gw.cfg.db, 0750, err,
+	    sizeof(err)) == -1)
+		fatalx("%s", err);
 	if (gw_sandboxes_init(&gw, err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	if ((gw.flows = nfq_flows_new(GW_FLOWS_MAX)) == NULL ||

@@ -11,7 +11,7 @@ tb_internet_up || { tb_fail "test bed up"; tb_done; }
 
 fs="$TB_DIR/dbfs"
 mkdir -p "$fs"
-if ! mount -t tmpfs -o size=4m tmpfs "$fs"; then
+if ! mount -t tmpfs -o size=4m,mode=0750 tmpfs "$fs"; then
 	echo "cannot mount a tmpfs here"
 	tb_skip 2>/dev/null || exit 77
 fi

@@ -170,7 +170,7 @@ error_code(int e)
 }
 
 static json_t *
-handle(struct gw *gw, json_t *req)
+handle(struct gw *gw, json_t *req, uid_t peer_uid)
 {
 	const char *cmd = NULL, *name = NULL, *text = NULL, *origin = "policy";
 	const char *netns = NULL;
@@ -178,6 +178,7 @@ handle(struct gw *gw, json_t *req)
 	char err[1024];
 	json_t *list;
 	unsigned i;
+	int rc;
 
 	if (json_unpack(req, "{s:s, s?:s, s?:s, s?:s, s?:s}", "cmd", &cmd,
 	    "name", &name, "policy", &text, "origin", &origin,
@@ -362,8 +363,13 @@ handle(struct gw *gw, json_t *req)
 		if (netns != NULL && netns[0] != '/')
 			return error_reply("invalid", "--netns wants a path, "
 			    "e.g. /proc/PID/ns/net or /run/netns/NAME");
-		if (gw_sandbox_add(gw, name, text, strlen(text), origin, netns, &sb,
-		    err, sizeof(err)) == -1) {
+		/* a user the socket admits is not root: sluiced must not
+		 * open another's namespace for them (attach_netns) */
+		gw->attach_uid = peer_uid;
+		rc = gw_sandbox_add(gw, name, text, strlen(text), origin,
+		    netns, &sb, err, sizeof(err));
+		gw->attach_uid = 0;
+		if (rc == -1) {
 			log_warnx("sandbox add %s: %s", name, err);
 			return error_reply(error_code(errno), err);
 		}
@@ -409,6 +415,7 @@ struct ctl_client {
 	char		*out;		/* the reply, once made */
 	size_t		 outlen, outoff;
 	uint64_t	 deadline;
+	uid_t		 uid;		/* SO_PEERCRED's */
 };
 
 static struct ctl_client clients[CTL_CLIENTS];
@@ -462,7 +469,7 @@ client_request(struct gw *gw, struct ctl_client *c)
 		    "request is not a JSON object"));
 		return;
 	}
-	client_reply(c, handle(gw, req));
+	client_reply(c, handle(gw, req, c->uid));
 	json_decref(req);
 }
 
@@ -585,8 +592,9 @@ gw_control_accept(struct gw *gw, uint64_t now_ms)
 	}
 	c->fd = fd;
 	c->deadline = now_ms + CTL_IO_MS;
+	c->uid = (uid_t)-1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1 ||
-	    !peer_allowed(&cred))
+	    (c->uid = cred.uid, !peer_allowed(&cred)))
 		client_reply(c, error_reply("failed", "permission denied"));
 }
 

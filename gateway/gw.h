@@ -364,6 +364,10 @@ struct gw {
 	uint64_t		 capture_errors_seen;
 	bool			 store_ok;	/* last seen store_writable() */
 	int			 ctl_fd;
+	uid_t			 attach_uid;	/* the control client's uid while
+						 * its sandbox.add runs: not 0,
+						 * --netns must be a namespace
+						 * that uid could open itself */
 	uint64_t		 pkts, pkt_errors, denied_unlogged;
 	uint64_t		 revoked;	/* connections a policy set cut
 						 * (revoke.c) */

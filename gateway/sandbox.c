@@ -603,6 +603,55 @@ same_file(const struct stat *a, const struct stat *b)
 }
 
 /*
+ * Could uid open the namespace file attach (st: what sluiced opened)
+ * itself? sluiced opens it with CAP_SYS_PTRACE, which a user the control
+ * socket admits does not have: without this check such a user could plumb
+ * a veth and a default route into a root process's private namespace
+ * (found by review, 2026-12-03; adv 57). Taken: a name in /run/netns
+ * (root's directory; anyone may open what is there) and /proc/PID/ns/net
+ * (or /proc/PID/task/TID/ns/net) of a process whose real, effective and
+ * saved uid are uid, looked at after the open: the file must still be
+ * the namespace opened, so a PID reused meanwhile is caught.
+ */
+static bool
+attach_allowed(const char *attach, const struct stat *st, uid_t uid)
+{
+	char status[96], line[256];
+	unsigned long r, e, sv;
+	unsigned pid, tid;
+	struct stat now;
+	bool ok = false;
+	int n = -1;
+	FILE *f;
+
+	if (strncmp(attach, "/run/netns/", 11) == 0 &&
+	    gw_sandbox_name_valid(attach + 11))
+		return true;
+	if (sscanf(attach, "/proc/%9u/task/%9u/ns/net%n", &pid, &tid,
+	    &n) == 2 && n > 0 && attach[n] == '\0')
+		snprintf(status, sizeof(status), "/proc/%u/task/%u/status",
+		    pid, tid);
+	else if ((n = -1, sscanf(attach, "/proc/%9u/ns/net%n", &pid,
+	    &n)) == 1 && n > 0 && attach[n] == '\0')
+		snprintf(status, sizeof(status), "/proc/%u/status", pid);
+	else
+		return false;
+	/* digits only: no sign, space or leading zero tricks */
+	if (strspn(attach + 6, "0123456789") == 0 ||
+	    attach[6] == '0')
+		return false;
+	if ((f = fopen(status, "re")) == NULL)
+		return false;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "Uid: %lu %lu %lu", &r, &e, &sv) == 3) {
+			ok = r == uid && e == uid && sv == uid;
+			break;
+		}
+	fclose(f);
+	return ok && stat(attach, &now) == 0 && same_file(&now, st);
+}
+
+/*
  * Gives an existing network namespace (attach: /proc/PID/ns/net, a
  * runtime's /run/netns/X, a bind-mounted file) the name /run/netns/NAME,
  * as `ip netns attach` does, so it can be plumbed like one sluice made.
@@ -666,6 +715,16 @@ attach_netns(struct gw *gw, const char *name, const char *attach,
 	    same_file(&ust, &st))) {
 		snprintf(err, errlen, "%s: the gateway's, the uplink's or the "
 		    "host's own namespace cannot be a sandbox", attach);
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	if (gw->attach_uid != 0 && !attach_allowed(attach, &st,
+	    gw->attach_uid)) {
+		snprintf(err, errlen, "%s: not a namespace uid %u may open "
+		    "(a non-root client may name /run/netns/NAME or "
+		    "/proc/PID/ns/net of its own process)", attach,
+		    (unsigned)gw->attach_uid);
 		close(fd);
 		errno = EINVAL;
 		return -1;

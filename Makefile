@@ -165,7 +165,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_PROBE := echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' | \
               $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
-FUZZERS    := dns tls reasm http packet policy metrics cni control
+FUZZERS    := dns tls reasm http packet policy metrics cni control config
 FUZZ_SRC_dns   := dns/msg.c dns/name.c
 FUZZ_SRC_packet := nfq/packet.c
 FUZZ_SRC_policy := gateway/policy.c dns/name.c dns/siphash.c
@@ -184,6 +184,9 @@ FUZZ_LIBS_cni   = $(B)/libsluice.a $(LIBS)
 FUZZ_SRC_control := gateway/names.c
 FUZZ_DEPS_control := gateway/control.c
 FUZZ_LIBS_control = $(B)/libsluice.a $(LIBS)
+FUZZ_SRC_config := gateway/metrics.c
+FUZZ_DEPS_config := gateway/config.c
+FUZZ_LIBS_config = $(B)/libsluice.a $(LIBS)
 
 $(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) $$(FUZZ_DEPS_$$*) \
     $$(filter %.a,$$(FUZZ_LIBS_$$*)) dns/dns.h nfq/nfq.h gateway/policy.h

@@ -165,7 +165,8 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_PROBE := echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }' | \
               $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
-FUZZERS    := dns tls reasm http packet policy metrics cni control config
+FUZZERS    := dns tls reasm http packet policy metrics cni control config \
+              replay
 FUZZ_SRC_dns   := dns/msg.c dns/name.c
 FUZZ_SRC_packet := nfq/packet.c
 FUZZ_SRC_policy := gateway/policy.c dns/name.c dns/siphash.c
@@ -187,6 +188,10 @@ FUZZ_LIBS_control = $(B)/libsluice.a $(LIBS)
 FUZZ_SRC_config := gateway/metrics.c
 FUZZ_DEPS_config := gateway/config.c
 FUZZ_LIBS_config = $(B)/libsluice.a $(LIBS)
+FUZZ_SRC_replay := gateway/replay.c gateway/verdict.c gateway/policy.c \
+    nfq/packet.c nfq/tls.c nfq/http.c nfq/reasm.c dns/msg.c dns/name.c \
+    dns/siphash.c
+FUZZ_LIBS_replay = $(B)/libsluice.a $(LIBS)
 
 $(B)/fuzz_%: tests/fuzz/fuzz_%.c $$(FUZZ_SRC_$$*) $$(FUZZ_DEPS_$$*) \
     $$(filter %.a,$$(FUZZ_LIBS_$$*)) dns/dns.h nfq/nfq.h gateway/policy.h

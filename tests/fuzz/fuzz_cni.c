@@ -77,8 +77,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.ifname = CNI_IFNAME;
 	r.netns = "/proc/self/ns/net";
 	r.args = args;
-	if (conf_parse(&r, conf, conflen, &e) == -1 || id[0] == '\0' ||
-	    sandbox_name(&r, &e) == -1)
+	if (conf_parse(&r, conf, conflen, &e) == -1)
+		goto fail;
+	if (id[0] == '\0') {
+		/* env_parse's refusal */
+		cni_fail(&e, CNI_ERR_ENV, "CNI_CONTAINERID is not set", NULL);
+		goto fail;
+	}
+	if (sandbox_name(&r, &e) == -1)
 		goto fail;
 	check(gw_sandbox_name_valid(r.name));
 	check(strncmp(r.name, r.prefix, strlen(r.prefix)) == 0);

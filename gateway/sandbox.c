@@ -24,6 +24,7 @@
 #include "gateway/log.h"
 #include "gateway/names.h"
 #include "gateway/nl.h"
+#include "gateway/trustdir.h"
 
 static size_t
 bucket_of(const struct gw *gw, uint32_t ifindex)
@@ -177,26 +178,6 @@ state_path(const struct gw *gw, const char *name, char *buf, size_t len)
 }
 
 static int
-mkdirs(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX];
-	char *p;
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, mode) == -1 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) == -1 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
-static int
 state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
     size_t errlen)
 {
@@ -206,7 +187,7 @@ state_save(struct gw *gw, const struct gw_sandbox *sb, char *err,
 	int rc = -1, fd = -1, dfd;
 
 	snprintf(dir, sizeof(dir), "%s/sandboxes", gw->cfg.state_dir);
-	if (mkdirs(dir, 0700) == -1) {
+	if (gw_mkdirs(dir, 0700) == -1) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 		return -1;
 	}

@@ -8,8 +8,8 @@
 
 #include "gateway/trustdir.h"
 
-static int
-mkdirs(const char *path, mode_t mode)
+int
+gw_mkdirs(const char *path, mode_t mode)
 {
 	char tmp[PATH_MAX];
 	char *p;
@@ -57,7 +57,7 @@ gw_dir_trusted(const char *what, const char *dir, mode_t mode, char *err,
 	struct stat sb;
 	int top = 1;
 
-	if (mkdirs(dir, mode) == -1 || realpath(dir, real) == NULL) {
+	if (gw_mkdirs(dir, mode) == -1 || realpath(dir, real) == NULL) {
 		snprintf(err, errlen, "%s %s: %s", what, dir, strerror(errno));
 		return -1;
 	}

@@ -16,6 +16,9 @@
  * own where it expects its own (the flow log). what names the option in
  * the error. Returns 0, or -1 with err.
  */
+/* mkdir -p: path and what is missing above it, new ones with mode. */
+int	gw_mkdirs(const char *path, mode_t mode);
+
 int	gw_dir_trusted(const char *what, const char *dir, mode_t mode,
 	    char *err, size_t errlen);
 

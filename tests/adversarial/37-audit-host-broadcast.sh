@@ -36,17 +36,7 @@ udp_listener "$hostns" 53 "$TB_DIR/host53.got"
 udp_listener "$hostns" 5353 "$TB_DIR/host5353.got"
 sleep 0.3
 
-nsenter --net="/run/netns/$hostns" "$SLUICED" -f --netns "$TB_NETNS_GW" \
-    --control "$TB_DIR/ctl.sock" --db "$TB_DIR/flows.db" \
-    --state-dir "$TB_DIR/state" --pool "$TB_POOL" \
-    </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
-pid=$!
-echo "$pid" >> "$TB_DIR/pids"
-for i in $(seq 50); do
-	tb_sluice sandbox list >/dev/null 2>&1 && break
-	sleep 0.1
-done
-tb_check "sluiced runs with the host uplink" kill -0 $pid
+tb_check "sluiced runs with the host uplink" tb_host_sluiced_start "$hostns"
 
 cat > "$TB_DIR/policy.json" <<JSON
 {"sluice": {"mode": "audit", "allowedCidrs": ["203.0.113.66:443"]}}
@@ -95,9 +85,5 @@ sleep 0.5
 tb_assert_eq "$(cat "$TB_DIR/host53.got" 2>/dev/null | grep -c from-gateway)" 0 \
     "the host's chain drops a broadcast to port 53, whoever sent it"
 
-kill -TERM $pid
-wait $pid
-nsenter --net="/run/netns/$hostns" "$SLUICED" --teardown -f --netns "$TB_NETNS_GW" \
-    --control "$TB_DIR/ctl.sock" --db "$TB_DIR/flows.db" \
-    --state-dir "$TB_DIR/state" --pool "$TB_POOL" >>"$TB_DIR/sluiced.log" 2>&1
+tb_host_sluiced_stop
 tb_done

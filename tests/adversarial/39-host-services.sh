@@ -37,17 +37,7 @@ listener "$TB_NETNS_INET" "$TB_ADDR_DB" 8443 "$TB_DIR/db.got"
 listener "$hostns" 0.0.0.0 2222 "$TB_DIR/host-any.got"
 sleep 0.3
 
-nsenter --net="/run/netns/$hostns" "$SLUICED" -f --netns "$TB_NETNS_GW" \
-    --control "$TB_DIR/ctl.sock" --db "$TB_DIR/flows.db" \
-    --state-dir "$TB_DIR/state" --pool "$TB_POOL" \
-    --dns-upstream "$TB_ADDR_DNS" </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
-pid=$!
-echo "$pid" >> "$TB_DIR/pids"
-for i in $(seq 50); do
-	tb_sluice sandbox list >/dev/null 2>&1 && break
-	sleep 0.1
-done
-tb_check "sluiced runs with the host uplink" kill -0 $pid
+tb_check "sluiced runs with the host uplink" tb_host_sluiced_start "$hostns" --dns-upstream "$TB_ADDR_DNS"
 
 cat > "$TB_DIR/policy.json" <<JSON
 {"sluice": {"allowedCidrs": ["198.51.100.0/24:8443", "198.51.100.0/24:2222"]}}
@@ -101,9 +91,5 @@ tb_assert_eq "$(cat "$TB_DIR/host.got" "$TB_DIR/host-any.got" 2>/dev/null | wc -
     "the host's services received nothing at all"
 tb_check "the host's chain dropped it" [ "$(ip netns exec "$hostns" iptables -L "sluice-in-$TB_NETNS_GW" -v -x -n | awk '$3 == "DROP" { print $1 }')" -ge 1 ]
 
-kill -TERM $pid
-wait $pid
-nsenter --net="/run/netns/$hostns" "$SLUICED" --teardown -f --netns "$TB_NETNS_GW" \
-    --control "$TB_DIR/ctl.sock" --db "$TB_DIR/flows.db" \
-    --state-dir "$TB_DIR/state" --pool "$TB_POOL" >>"$TB_DIR/sluiced.log" 2>&1
+tb_host_sluiced_stop
 tb_done

@@ -463,6 +463,45 @@ tb_sluiced_kill9() {
 	return 0
 }
 
+# tb_host_sluiced_start HOSTNS [ARGS...]: sluiced with the uplink through
+# the host (no --uplink-netns), the "host" being HOSTNS, a namespace of the
+# test's own (tb_inet_client), so that the machine's network is never
+# touched; waits until the control socket answers. TB_HOST_SLUICED_PID.
+# tb_host_sluiced_stop stops it and tears its gateway down (host rules
+# included) from that namespace.
+tb_host_sluiced_args() {
+	TB_HOST_ARGS=(-f --netns "$TB_NETNS_GW" --control "$TB_DIR/ctl.sock"
+	    --db "$TB_DIR/flows.db" --state-dir "$TB_DIR/state"
+	    --pool "$TB_POOL")
+}
+tb_host_sluiced_start() {
+	local -
+	set +e
+	local i
+	TB_HOST_NS=$1
+	shift
+	tb_host_sluiced_args
+	nsenter --net="/run/netns/$TB_HOST_NS" "$SLUICED" "${TB_HOST_ARGS[@]}" \
+	    "$@" </dev/null >>"$TB_DIR/sluiced.log" 2>&1 &
+	TB_HOST_SLUICED_PID=$!
+	echo "$TB_HOST_SLUICED_PID" >> "$TB_DIR/pids"
+	for i in $(seq 50); do
+		tb_sluice sandbox list >/dev/null 2>&1 && return 0
+		kill -0 "$TB_HOST_SLUICED_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+tb_host_sluiced_stop() {
+	local -
+	set +e
+	kill -TERM "$TB_HOST_SLUICED_PID" 2>/dev/null
+	wait "$TB_HOST_SLUICED_PID" 2>/dev/null
+	tb_host_sluiced_args
+	nsenter --net="/run/netns/$TB_HOST_NS" "$SLUICED" --teardown \
+	    "${TB_HOST_ARGS[@]}" >>"$TB_DIR/sluiced.log" 2>&1
+}
+
 # tb_sluiced_term [TIMEOUT_S]: SIGTERM only, for a test of a clean
 # shutdown; returns sluiced's exit status, or 124 if it is still running
 # after TIMEOUT_S (default 5). tb_down still runs --teardown afterwards.
